@@ -1,0 +1,18 @@
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(DSP_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dsp")
+set(_dsp_targets dsp)
+if(DSP_WITH_MPI)
+  list(APPEND _dsp_targets dsp_mpi)
+endif()
+install(TARGETS ${_dsp_targets} EXPORT dspTargets)
+install(DIRECTORY include/dsp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT dspTargets NAMESPACE dsp:: DESTINATION ${DSP_CMAKE_DIR})
+configure_package_config_file(cmake/dspConfig.cmake.in "${PROJECT_BINARY_DIR}/dspConfig.cmake"
+                              INSTALL_DESTINATION ${DSP_CMAKE_DIR})
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/dspConfigVersion.cmake"
+                                 COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/dspConfig.cmake" "${PROJECT_BINARY_DIR}/dspConfigVersion.cmake"
+              cmake/dspDependencies.cmake
+        DESTINATION ${DSP_CMAKE_DIR})

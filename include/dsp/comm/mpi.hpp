@@ -1,0 +1,278 @@
+// dsp: the MPI communicator.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/error.hpp>
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+/// Calls an MPI function and throws dsp::BackendError with MPI's error string,
+/// the call and file:line when it does not return MPI_SUCCESS.
+#define DSP_CHECK_MPI(call)                                                        \
+  do {                                                                             \
+    const int dsp_mpi_rc_ = (call);                                                \
+    if (dsp_mpi_rc_ != MPI_SUCCESS)                                                \
+      ::dsp::detail::throw_mpi(dsp_mpi_rc_, #call, __FILE__, __LINE__);            \
+  } while (0)
+
+namespace dsp {
+namespace detail {
+
+[[noreturn]] inline void throw_mpi(int rc, const char* call, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) std::snprintf(text, sizeof text, "MPI error %d", rc);
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+  throw_backend("MPI", call, file, line, cls, text);
+}
+
+/// Largest count or displacement passed to one MPI call. MPI's interfaces take
+/// `int`; past this, dsp splits the exchange into point-to-point messages of at
+/// most this many elements. Tests lower it to exercise that path on small data.
+inline std::size_t& mpi_count_limit() {
+  static std::size_t limit = static_cast<std::size_t>(INT_MAX);
+  return limit;
+}
+
+inline bool mpi_is_live() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+// State shared by the copies of one communicator: a private duplicate of the
+// user's communicator (so dsp's messages never match the user's and errors
+// return instead of aborting) and the element datatypes built on it.
+struct MpiState {
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  std::mutex types_mutex;
+  std::map<std::size_t, MPI_Datatype> types;
+
+  ~MpiState() {
+    if (!mpi_is_live()) return;  // MPI_Finalize already released everything
+    for (auto& [bytes, t] : types) MPI_Type_free(&t);
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+  }
+
+  MPI_Datatype type(std::size_t elem_bytes) {
+    std::lock_guard<std::mutex> lock(types_mutex);
+    auto it = types.find(elem_bytes);
+    if (it != types.end()) return it->second;
+    MPI_Datatype t;
+    if (elem_bytes > static_cast<std::size_t>(INT_MAX))
+      throw InvalidArgument("dsp::MpiCommunicator: element size beyond INT_MAX bytes");
+    DSP_CHECK_MPI(MPI_Type_contiguous(static_cast<int>(elem_bytes), MPI_BYTE, &t));
+    DSP_CHECK_MPI(MPI_Type_commit(&t));
+    types.emplace(elem_bytes, t);
+    return t;
+  }
+};
+
+inline bool fits_mpi(std::size_t v) { return v <= mpi_count_limit(); }
+inline bool fits_mpi(std::span<const std::size_t> v) {
+  for (std::size_t x : v)
+    if (!fits_mpi(x)) return false;
+  return true;
+}
+inline std::vector<int> to_int(std::span<const std::size_t> v) {
+  return std::vector<int>(v.begin(), v.end());
+}
+
+}  // namespace detail
+
+/// Communicator over an MPI communicator, for data in `MemorySpace` (host
+/// memory by default; device memory only with a CUDA-aware MPI).
+///
+/// Construction is collective over `comm`: it duplicates it (dsp's messages
+/// then never match the caller's, and MPI errors come back as
+/// dsp::BackendError instead of aborting). The caller's communicator is not
+/// owned and not modified. Copies share the duplicate, which is freed with
+/// the last copy (or left to MPI_Finalize if MPI is already finalized).
+template <class MemorySpace = Kokkos::HostSpace>
+class BasicMpiCommunicator {
+ public:
+  using memory_space = MemorySpace;
+
+  explicit BasicMpiCommunicator(MPI_Comm comm) : state_(std::make_shared<detail::MpiState>()) {
+    if (!detail::mpi_is_live())
+      throw Error("dsp::MpiCommunicator: MPI is not initialized (or already finalized)");
+    if (comm == MPI_COMM_NULL) throw InvalidArgument("dsp::MpiCommunicator: MPI_COMM_NULL given");
+    state_->parent = comm;
+    DSP_CHECK_MPI(MPI_Comm_dup(comm, &state_->comm));
+    init();
+  }
+
+  int rank() const noexcept { return state_->rank; }
+  int size() const noexcept { return state_->size; }
+  const void* id() const noexcept { return state_.get(); }
+  /// The duplicate communicator dsp sends on.
+  MPI_Comm native() const noexcept { return state_->comm; }
+  /// The communicator this one was built from.
+  MPI_Comm parent() const noexcept { return state_->parent; }
+
+  /// Collective over this communicator: a new communicator per `color`, ranks
+  /// ordered by `key` (MPI_Comm_split). The result owns its MPI communicator.
+  BasicMpiCommunicator split(int color, int key) const {
+    MPI_Comm out = MPI_COMM_NULL;
+    DSP_CHECK_MPI(MPI_Comm_split(state_->comm, color, key, &out));
+    return BasicMpiCommunicator(owned_tag{}, out);
+  }
+
+  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
+    if (detail::fits_mpi(count)) {
+      DSP_CHECK_MPI(MPI_Alltoall(s, static_cast<int>(count), state_->type(elem), r,
+                                 static_cast<int>(count), state_->type(elem), state_->comm));
+      return;
+    }
+    std::vector<std::size_t> c(size(), count), d(size());
+    for (int k = 0; k < size(); ++k) d[k] = k * count;
+    point_to_point(s, c, d, r, c, d, elem);
+  }
+
+  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
+                    void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
+                    std::size_t elem, std::size_t bound) {
+    // `bound` is equal on every rank, so every rank takes the same branch.
+    if (detail::fits_mpi(bound)) {
+      auto isc = detail::to_int(sc), isd = detail::to_int(sd), irc = detail::to_int(rc),
+           ird = detail::to_int(rd);
+      MPI_Datatype t = state_->type(elem);
+      DSP_CHECK_MPI(MPI_Alltoallv(s, isc.data(), isd.data(), t, r, irc.data(), ird.data(), t,
+                                  state_->comm));
+      return;
+    }
+    point_to_point(s, sc, sd, r, rc, rd, elem);
+  }
+
+  void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
+    if (detail::fits_mpi(count)) {
+      DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(count), state_->type(elem), r,
+                                  static_cast<int>(count), state_->type(elem), state_->comm));
+      return;
+    }
+    std::vector<std::size_t> d(size());
+    for (int k = 0; k < size(); ++k) d[k] = k * count;
+    gather_point_to_point(s, count, r, std::vector<std::size_t>(size(), count), d, elem);
+  }
+
+  void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
+                    std::span<const std::size_t> rd, std::size_t elem) {
+    // rc and rd are the same on every rank, so every rank takes the same branch.
+    const std::size_t n = static_cast<std::size_t>(size());
+    bool regular = true;
+    for (std::size_t k = 0; k < n && regular; ++k) regular = rc[k] == rc[0] && rd[k] == k * rc[0];
+    if (regular) return all_gather(s, r, count, elem);
+    if (detail::fits_mpi(rc) && detail::fits_mpi(rd)) {
+      auto irc = detail::to_int(rc), ird = detail::to_int(rd);
+      MPI_Datatype t = state_->type(elem);
+      DSP_CHECK_MPI(MPI_Allgatherv(s, static_cast<int>(count), t, r, irc.data(), ird.data(), t,
+                                   state_->comm));
+      return;
+    }
+    gather_point_to_point(s, count, r, rc, rd, elem);
+  }
+
+  void broadcast(void* b, std::size_t count, std::size_t elem, int root) {
+    char* p = static_cast<char*>(b);
+    MPI_Datatype t = state_->type(elem);
+    for (std::size_t done = 0; done < count;) {
+      const std::size_t n = std::min(count - done, detail::mpi_count_limit());
+      DSP_CHECK_MPI(MPI_Bcast(p + done * elem, static_cast<int>(n), t, root, state_->comm));
+      done += n;
+    }
+  }
+
+  void control_all_gather(const void* s, void* r, std::size_t bytes) {
+    DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(bytes), MPI_BYTE, r, static_cast<int>(bytes),
+                                MPI_BYTE, state_->comm));
+  }
+
+  /// Same group when both wrap the same (or an identical) MPI communicator.
+  friend bool operator==(const BasicMpiCommunicator& a, const BasicMpiCommunicator& b) {
+    if (a.state_ == b.state_) return true;
+    int res = MPI_UNEQUAL;
+    MPI_Comm_compare(a.state_->parent, b.state_->parent, &res);
+    return res == MPI_IDENT;
+  }
+
+ private:
+  struct owned_tag {};
+  BasicMpiCommunicator(owned_tag, MPI_Comm owned) : state_(std::make_shared<detail::MpiState>()) {
+    state_->parent = owned;
+    state_->comm = owned;
+    init();
+  }
+
+  void init() {
+    DSP_CHECK_MPI(MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN));
+    DSP_CHECK_MPI(MPI_Comm_rank(state_->comm, &state_->rank));
+    DSP_CHECK_MPI(MPI_Comm_size(state_->comm, &state_->size));
+  }
+
+  // Large-count fallback: every exchange as messages of at most
+  // mpi_count_limit() elements. Messages between one pair keep their order
+  // (MPI's non-overtaking rule), so one tag serves all pieces.
+  void point_to_point(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
+                      void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
+                      std::size_t elem) {
+    std::vector<MPI_Request> req;
+    MPI_Datatype t = state_->type(elem);
+    const std::size_t lim = detail::mpi_count_limit();
+    for (int k = 0; k < size(); ++k)
+      for (std::size_t done = 0; done < rc[k]; done += lim)
+        post_recv(req, static_cast<char*>(r) + (rd[k] + done) * elem, std::min(lim, rc[k] - done), t, k);
+    for (int k = 0; k < size(); ++k)
+      for (std::size_t done = 0; done < sc[k]; done += lim)
+        post_send(req, static_cast<const char*>(s) + (sd[k] + done) * elem, std::min(lim, sc[k] - done), t, k);
+    wait_all(req);
+  }
+
+  void gather_point_to_point(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
+                             std::span<const std::size_t> rd, std::size_t elem) {
+    std::vector<MPI_Request> req;
+    MPI_Datatype t = state_->type(elem);
+    const std::size_t lim = detail::mpi_count_limit();
+    for (int k = 0; k < size(); ++k)
+      for (std::size_t done = 0; done < rc[k]; done += lim)
+        post_recv(req, static_cast<char*>(r) + (rd[k] + done) * elem, std::min(lim, rc[k] - done), t, k);
+    for (int k = 0; k < size(); ++k)
+      for (std::size_t done = 0; done < count; done += lim)
+        post_send(req, static_cast<const char*>(s) + done * elem, std::min(lim, count - done), t, k);
+    wait_all(req);
+  }
+
+  void post_recv(std::vector<MPI_Request>& req, void* p, std::size_t n, MPI_Datatype t, int peer) {
+    req.emplace_back();
+    DSP_CHECK_MPI(MPI_Irecv(p, static_cast<int>(n), t, peer, 0, state_->comm, &req.back()));
+  }
+  void post_send(std::vector<MPI_Request>& req, const void* p, std::size_t n, MPI_Datatype t, int peer) {
+    req.emplace_back();
+    DSP_CHECK_MPI(MPI_Isend(p, static_cast<int>(n), t, peer, 0, state_->comm, &req.back()));
+  }
+  static void wait_all(std::vector<MPI_Request>& req) {
+    if (!req.empty())
+      DSP_CHECK_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
+  }
+
+  std::shared_ptr<detail::MpiState> state_;
+};
+
+/// The MPI communicator for host memory.
+using MpiCommunicator = BasicMpiCommunicator<>;
+
+static_assert(Communicator<MpiCommunicator>);
+
+}  // namespace dsp

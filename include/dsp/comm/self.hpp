@@ -1,0 +1,64 @@
+// dsp: the one-rank communicator. No MPI needed.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/error.hpp>
+
+#include <cstring>
+
+namespace dsp {
+
+/// A communicator of exactly one rank. Collectives are local copies in its
+/// memory space (by default the default execution space's memory space).
+template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
+class BasicSelfCommunicator {
+ public:
+  using memory_space = MemorySpace;
+
+  int rank() const noexcept { return 0; }
+  int size() const noexcept { return 1; }
+  const void* id() const noexcept { return &tag_; }
+
+  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
+    copy(r, s, count * elem);
+  }
+  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
+                    void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
+                    std::size_t elem, std::size_t /*bound*/) {
+    if (sc[0] != rc[0])
+      throw InvalidArgument("dsp::SelfCommunicator::all_to_all_v: send and receive counts differ");
+    copy(static_cast<char*>(r) + rd[0] * elem, static_cast<const char*>(s) + sd[0] * elem,
+         sc[0] * elem);
+  }
+  void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
+    copy(r, s, count * elem);
+  }
+  void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
+                    std::span<const std::size_t> rd, std::size_t elem) {
+    if (count != rc[0])
+      throw InvalidArgument("dsp::SelfCommunicator::all_gather_v: send and receive counts differ");
+    copy(static_cast<char*>(r) + rd[0] * elem, s, count * elem);
+  }
+  void broadcast(void*, std::size_t, std::size_t, int root) {
+    if (root != 0) throw InvalidArgument("dsp::SelfCommunicator::broadcast: root must be 0");
+  }
+  void control_all_gather(const void* s, void* r, std::size_t bytes) { std::memcpy(r, s, bytes); }
+
+  friend bool operator==(const BasicSelfCommunicator&, const BasicSelfCommunicator&) { return true; }
+
+ private:
+  static void copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes == 0 || dst == src) return;
+    using Bytes = Kokkos::View<unsigned char*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::deep_copy(Bytes(static_cast<unsigned char*>(dst), bytes),
+                      Bytes(static_cast<unsigned char*>(const_cast<void*>(src)), bytes));
+  }
+  static inline const char tag_ = 0;
+};
+
+/// The one-rank communicator over the default memory space.
+using SelfCommunicator = BasicSelfCommunicator<>;
+
+static_assert(Communicator<SelfCommunicator>);
+
+}  // namespace dsp
