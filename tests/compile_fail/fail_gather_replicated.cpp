@@ -1,0 +1,13 @@
+#include <dsp/dsp.hpp>
+
+using Comm = dsp::SelfCommunicator;
+template <class L>
+using T3 = dsp::DistTensor<float, 3, L, Comm>;
+
+int main() {
+  Comm c;
+  T3<dsp::Replicated> r{c, {2, 3, 4}};
+  auto g = dsp::gather(r);  // already replicated
+  (void)g;
+  return 0;
+}

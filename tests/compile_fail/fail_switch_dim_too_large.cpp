@@ -1,0 +1,13 @@
+#include <dsp/dsp.hpp>
+
+using Comm = dsp::SelfCommunicator;
+template <class L>
+using T3 = dsp::DistTensor<float, 3, L, Comm>;
+
+int main() {
+  Comm c;
+  T3<dsp::Sharded<0>> x{c, {2, 3, 4}};
+  auto y = dsp::dynamic_switch<3>(x);  // dims are 0, 1, 2
+  (void)y;
+  return 0;
+}

@@ -1,0 +1,13 @@
+#include <dsp/dsp.hpp>
+
+using Comm = dsp::SelfCommunicator;
+template <class L>
+using T3 = dsp::DistTensor<float, 3, L, Comm>;
+
+int main() {
+  Comm c;
+  T3<dsp::Sharded<0>> x{c, {2, 3, 4}};
+  T3<dsp::Sharded<2>> y{c, {2, 3, 4}};
+  dsp::dynamic_switch<1>(x, y);  // y must be Sharded<1>
+  return 0;
+}

@@ -1,0 +1,45 @@
+// Layout rules, checked at compile time (static_assert) and reported to doctest.
+#include <dsp/dsp.hpp>
+
+#include <doctest/doctest.h>
+
+using dsp::Replicated;
+using dsp::Sharded;
+
+static_assert(dsp::Layout<Replicated> && dsp::Layout<Sharded<0>> && dsp::Layout<Sharded<5>>);
+static_assert(!dsp::Layout<int> && !dsp::Layout<float>);
+static_assert(dsp::is_sharded_v<Sharded<2>> && !dsp::is_sharded_v<Replicated>);
+static_assert(Sharded<3>::dim == 3);
+static_assert(dsp::layout_fits_v<Sharded<2>, 3> && !dsp::layout_fits_v<Sharded<3>, 3>);
+static_assert(dsp::layout_fits_v<Replicated, 1>);
+
+using P = dsp::Primitive;
+using C = dsp::Collective;
+static_assert(dsp::primitive_for<Sharded<1>, Sharded<1>>() == P::identity);
+static_assert(dsp::primitive_for<Sharded<0>, Sharded<1>>() == P::dynamic_switch);
+static_assert(dsp::primitive_for<Replicated, Sharded<1>>() == P::split);
+static_assert(dsp::primitive_for<Sharded<2>, Replicated>() == P::gather);
+static_assert(dsp::primitive_for<Replicated, Replicated>() == P::identity);
+static_assert(dsp::collective_for<Sharded<0>, Sharded<1>>() == C::all_to_all);
+static_assert(dsp::collective_for<Sharded<0>, Replicated>() == C::all_gather);
+static_assert(dsp::collective_for<Replicated, Sharded<0>>() == C::none);
+static_assert(dsp::collective_for<Sharded<0>, Sharded<0>>() == C::none);
+
+static_assert(dsp::Communicator<dsp::SelfCommunicator>);
+static_assert(!dsp::Communicator<int>);
+
+TEST_CASE("layout codes exchanged between ranks are distinct") {
+  CHECK(dsp::detail::layout_code<Replicated>() == -1);
+  CHECK(dsp::detail::layout_code<Sharded<0>>() == 0);
+  CHECK(dsp::detail::layout_code<Sharded<4>>() == 4);
+}
+
+TEST_CASE("type identities exchanged between ranks tell types apart") {
+  dsp::detail::Signature a, b, c;
+  dsp::detail::set_type<float>(a);
+  dsp::detail::set_type<std::int32_t>(b);
+  dsp::detail::set_type<float>(c);
+  CHECK(a.type_hash != b.type_hash);
+  CHECK(a.type_hash == c.type_hash);
+  CHECK(std::string(a.type) == "float");
+}
