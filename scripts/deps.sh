@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what dsp's build, tests and examples need on Debian 12, if missing.
+# Runs apt-get as root (directly, or through sudo).
+set -euo pipefail
+pkgs=(cmake g++ make libtrilinos-kokkos-dev libopenmpi-dev openmpi-bin doctest-dev)
+[ "${DSP_WITH_BENCH:-0}" = 1 ] && pkgs+=(libbenchmark-dev libfftw3-dev libfftw3-mpi-dev gnuplot-nox)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "dsp: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
