@@ -6,6 +6,9 @@ set(_dsp_targets dsp)
 if(DSP_WITH_MPI)
   list(APPEND _dsp_targets dsp_mpi)
 endif()
+if(DSP_WITH_NCCL)
+  list(APPEND _dsp_targets dsp_nccl)
+endif()
 install(TARGETS ${_dsp_targets} EXPORT dspTargets)
 install(DIRECTORY include/dsp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT dspTargets NAMESPACE dsp:: DESTINATION ${DSP_CMAKE_DIR})
@@ -14,5 +17,5 @@ configure_package_config_file(cmake/dspConfig.cmake.in "${PROJECT_BINARY_DIR}/ds
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/dspConfigVersion.cmake"
                                  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES "${PROJECT_BINARY_DIR}/dspConfig.cmake" "${PROJECT_BINARY_DIR}/dspConfigVersion.cmake"
-              cmake/dspDependencies.cmake
+              cmake/dspDependencies.cmake cmake/dspFindNCCL.cmake
         DESTINATION ${DSP_CMAKE_DIR})

@@ -107,3 +107,12 @@ TEST_CASE("workspace is reused: a warm switch into an existing output allocates 
   CHECK(y.local().data() == before);
   CHECK(count_wrong(y) == 0);
 }
+
+TEST_CASE("CUDA-awareness is reported, and Debian's Open MPI is not CUDA-aware") {
+  const bool aware = dsp::mpi_cuda_aware();
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  CHECK(aware == (MPIX_Query_cuda_support() == 1));
+#else
+  CHECK(!aware);  // an MPI that cannot say is treated as not CUDA-aware
+#endif
+}

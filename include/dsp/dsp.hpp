@@ -5,6 +5,7 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/comm/self.hpp>
+#include <dsp/comm/staged.hpp>
 #include <dsp/error.hpp>
 #include <dsp/groups.hpp>
 #include <dsp/layout.hpp>

@@ -2,4 +2,5 @@
 #pragma once
 
 #include <dsp/comm/mpi.hpp>
+#include <dsp/comm/mpi_cuda.hpp>
 #include <dsp/dsp.hpp>

@@ -1,0 +1,129 @@
+// dsp: a communicator for device memory over a host-memory backend, staging
+// every transfer through host buffers.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/error.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+namespace dsp {
+
+/// Wraps a host-memory communicator (e.g. MpiCommunicator over an MPI that is
+/// not CUDA-aware) so tensors in `MemorySpace` can use it: each collective
+/// copies the bytes it sends to a host buffer, runs the inner collective there,
+/// and copies what it received back. Correct with any MPI, at the price of two
+/// extra copies; choose it explicitly, as dsp never stages silently. Copies
+/// share their staging buffers, which only grow.
+template <Communicator Inner, class MemorySpace>
+class StagedCommunicator {
+  static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Inner::memory_space>::accessible,
+                "dsp::StagedCommunicator: the inner communicator must move host memory.");
+
+ public:
+  using memory_space = MemorySpace;
+  using inner_type = Inner;
+
+  explicit StagedCommunicator(Inner inner) : inner_(std::move(inner)), bufs_(std::make_shared<Buffers>()) {}
+
+  int rank() const { return inner_.rank(); }
+  int size() const { return inner_.size(); }
+  const void* id() const noexcept { return bufs_.get(); }
+  const Inner& inner() const noexcept { return inner_; }
+  /// Host bytes held for staging.
+  std::size_t staging_bytes() const { return bufs_->send.extent(0) + bufs_->recv.extent(0); }
+
+  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
+    const std::size_t bytes = count * elem * static_cast<std::size_t>(size());
+    inner_.all_to_all(to_host(bufs_->send, s, bytes), host(bufs_->recv, bytes), count, elem);
+    from_host(r, bufs_->recv, bytes);
+  }
+
+  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
+                    std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem,
+                    std::size_t bound) {
+    const std::size_t sbytes = extent(sc, sd) * elem, rbytes = extent(rc, rd) * elem;
+    char* hr = host(bufs_->recv, rbytes);
+    // Regions of the receive range that no peer writes keep the caller's bytes.
+    if (rbytes) copy(hr, r, rbytes);
+    inner_.all_to_all_v(to_host(bufs_->send, s, sbytes), sc, sd, hr, rc, rd, elem, bound);
+    from_host(r, bufs_->recv, rbytes);
+  }
+
+  void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
+    const std::size_t bytes = count * elem;
+    char* hr = host(bufs_->recv, bytes * static_cast<std::size_t>(size()));
+    inner_.all_gather(to_host(bufs_->send, s, bytes), hr, count, elem);
+    from_host(r, bufs_->recv, bytes * static_cast<std::size_t>(size()));
+  }
+
+  void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
+                    std::span<const std::size_t> rd, std::size_t elem) {
+    const std::size_t rbytes = extent(rc, rd) * elem;
+    char* hr = host(bufs_->recv, rbytes);
+    if (rbytes) copy(hr, r, rbytes);
+    inner_.all_gather_v(to_host(bufs_->send, s, count * elem), count, hr, rc, rd, elem);
+    from_host(r, bufs_->recv, rbytes);
+  }
+
+  void broadcast(void* b, std::size_t count, std::size_t elem, int root) {
+    const std::size_t bytes = count * elem;
+    char* h = host(bufs_->recv, bytes);
+    if (bytes) copy(h, b, bytes);
+    inner_.broadcast(h, count, elem, root);
+    from_host(b, bufs_->recv, bytes);
+  }
+
+  void control_all_gather(const void* s, void* r, std::size_t bytes) { inner_.control_all_gather(s, r, bytes); }
+
+  friend bool operator==(const StagedCommunicator& a, const StagedCommunicator& b) {
+    if constexpr (requires { a.inner_ == b.inner_; }) return a.inner_ == b.inner_;
+    else return a.inner_.id() == b.inner_.id();
+  }
+
+ private:
+  using HostBytes = Kokkos::View<char*, Kokkos::HostSpace>;
+  struct Buffers {
+    HostBytes send, recv;
+  };
+
+  static std::size_t extent(std::span<const std::size_t> c, std::span<const std::size_t> d) {
+    std::size_t e = 0;
+    for (std::size_t k = 0; k < c.size(); ++k)
+      if (c[k]) e = std::max(e, d[k] + c[k]);
+    return e;
+  }
+  static char* host(HostBytes& b, std::size_t bytes) {
+    if (b.extent(0) < bytes) {
+      b = HostBytes();
+      b = HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("dsp::staging")), bytes);
+    }
+    return b.data();
+  }
+  // Byte copies between host and MemorySpace (either direction).
+  static void copy(void* dst_host, const void* src_dev, std::size_t bytes) {
+    using Dev = Kokkos::View<char*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::deep_copy(Host(static_cast<char*>(dst_host), bytes), Dev(static_cast<char*>(const_cast<void*>(src_dev)), bytes));
+  }
+  const char* to_host(HostBytes& b, const void* dev, std::size_t bytes) {
+    char* h = host(b, bytes);
+    if (bytes) copy(h, dev, bytes);
+    return h;
+  }
+  static void from_host(void* dev, const HostBytes& b, std::size_t bytes) {
+    if (!bytes) return;
+    using Dev = Kokkos::View<char*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::deep_copy(Dev(static_cast<char*>(dev), bytes), Host(b.data(), bytes));
+  }
+
+  Inner inner_;
+  std::shared_ptr<Buffers> bufs_;
+};
+
+}  // namespace dsp

@@ -1,0 +1,6 @@
+// dsp with the NCCL backend: dsp::BasicNcclCommunicator, and
+// dsp::NcclCommunicator (Kokkos::CudaSpace) when Kokkos has CUDA enabled.
+#pragma once
+
+#include <dsp/comm/nccl.hpp>
+#include <dsp/dsp.hpp>
