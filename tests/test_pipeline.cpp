@@ -108,3 +108,22 @@ TEST_CASE("pipeline runs its steps on one rank, and its adjoint undoes it") {
   auto same = dsp::Pipeline<>{}(x);             // the empty pipeline is the identity
   CHECK(same.local().data() == x.local().data());
 }
+
+static_assert(dsp::Communicator<dsp::CountingCommunicator<dsp::SelfCommunicator>>);
+
+TEST_CASE("counting communicator on one rank: nothing is sent to other ranks") {
+  using Comm = dsp::CountingCommunicator<dsp::SelfCommunicator>;
+  Comm c{dsp::SelfCommunicator{}};
+  dsp::DistTensor<double, 3, Replicated, Comm> x{c, {3, 4, 5}};
+  auto v = x.local();
+  for (std::size_t k = 0; k < v.size(); ++k) v.data()[k] = double(k) * 0.5;
+  auto y = (st::split<2> | st::switch_to<0> | st::gather)(x);
+  for (std::size_t k = 0; k < v.size(); ++k) CHECK(y.local().data()[k] == v.data()[k]);
+  CHECK(c.counts().bytes_sent == 0);
+  if (dsp::agreement_checks()) CHECK(c.counts().control > 0);  // the checks went through the decorator
+  CHECK(c.counts().control_bytes == 0);
+  double b = 1;
+  c.broadcast(&b, 1, sizeof(double), 0);
+  CHECK(c.counts().broadcast == 1);
+  CHECK(c.counts().bytes_sent == 0);
+}

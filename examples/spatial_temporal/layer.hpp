@@ -111,12 +111,24 @@ struct Context {
   Counting comm;
   MPI_Comm raw;
   Traffic manual;
+  double comm_seconds = 0;  // wall time spent in communication (and its packing)
   explicit Context(MPI_Comm c) : comm(dsp::MpiCommunicator{c}), raw(c) {}
   int rank() const { return comm.rank(); }
   int size() const { return comm.size(); }
   void reset() {
     comm.reset();
     manual = {};
+    comm_seconds = 0;
+  }
+  /// Runs f() and adds its wall time to comm_seconds.
+  template <class F>
+  decltype(auto) timed(F&& f) {
+    struct Add {
+      double& total;
+      double t0 = MPI_Wtime();
+      ~Add() { total += MPI_Wtime() - t0; }
+    } add{comm_seconds};
+    return f();
   }
   Traffic traffic() const {
     return {comm.counts().collectives() + manual.ops, comm.counts().bytes_sent + manual.bytes};
@@ -307,10 +319,10 @@ inline Act<dsp::Sharded<1>> dsp_layer(Context& ctx, const Act<dsp::Sharded<1>>& 
   const int p = ctx.rank(), n = ctx.size();
   auto y = dsp::dynamic_switch<1>(x);  // a copy (no communication): x stays unchanged
   local_block(y.local().data(), Grid{c.B, local_T(c, p, n), c.S, 2}, c, w.spatial);
-  auto z = dsp::dynamic_switch<2>(y);  // all-to-all: T whole, S split
+  auto z = ctx.timed([&] { return dsp::dynamic_switch<2>(y); });  // all-to-all: T whole, S split
   const std::size_t Sl = dsp::Partition{c.S, std::size_t(n)}.count(std::size_t(p));
   local_block(z.local().data(), Grid{c.B, c.T, Sl, 1}, c, w.temporal);
-  dsp::dynamic_switch<1>(z, y);  // all-to-all back
+  ctx.timed([&] { dsp::dynamic_switch<1>(z, y); });  // all-to-all back
   return y;
 }
 
@@ -340,7 +352,9 @@ inline Act<dsp::Sharded<1>> ulysses_layer(Context& ctx, const Act<dsp::Sharded<1
   layer_norm(xp, h.data(), nt, C, w.temporal.ln1_g, w.temporal.ln1_b);
   qkv(h.data(), nt, c, w.temporal, 0, c.H, q.local().data(), k.local().data(), v.local().data());
   Exec().fence();
-  auto qh = dsp::dynamic_switch<3>(q), kh = dsp::dynamic_switch<3>(k), vh = dsp::dynamic_switch<3>(v);
+  auto qh = ctx.timed([&] { return dsp::dynamic_switch<3>(q); });
+  auto kh = ctx.timed([&] { return dsp::dynamic_switch<3>(k); });
+  auto vh = ctx.timed([&] { return dsp::dynamic_switch<3>(v); });
   const std::size_t Hl = qh.local_extents()[3];
   dsp::DistTensor<float, 5, dsp::Sharded<3>, Counting> oh{ctx.comm, g5};
   {
@@ -351,7 +365,7 @@ inline Act<dsp::Sharded<1>> ulysses_layer(Context& ctx, const Act<dsp::Sharded<1
     finish(st, ntok, Hl, d, oh.local().data());
     Exec().fence();
   }
-  auto o1 = dsp::dynamic_switch<1>(oh);  // back to T sharded, all heads
+  auto o1 = ctx.timed([&] { return dsp::dynamic_switch<1>(oh); });  // back to T sharded, all heads
   std::vector<float> r(nt * C);
   linear(o1.local().data(), nt, C, w.temporal.wo.data(), C, 0, C, w.temporal.bo.data(), r.data());
   add(xp, r.data(), nt * C);
@@ -409,7 +423,7 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
     const BlockWeights& bw = blk == 0 ? w.spatial : w.temporal;
     layer_norm(xp, hs.local().data(), nt, C, bw.ln1_g, bw.ln1_b);
     Exec().fence();
-    dsp::gather(hs, hf);  // all-gather over T
+    ctx.timed([&] { dsp::gather(hs, hf); });  // all-gather over T
     qkv(hf.local().data(), N, c, bw, h0, h1, q.data(), k.data(), v.data());
     SoftmaxState st(N, Hl, d);
     const Grid g{c.B, c.T, c.S, std::size_t(blk == 0 ? 2 : 1)};
@@ -417,15 +431,15 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
     finish(st, N, Hl, d, o.data());
     linear(o.data(), N, Hl * d, bw.wo.data() + h0 * d * C, C, 0, C, nullptr, part.data());
     Exec().fence();
-    reduce_scatter_T(ctx, c, part.data(), r.data());
+    ctx.timed([&] { reduce_scatter_T(ctx, c, part.data(), r.data()); });
     add(xp, r.data(), nt * C);
     add_bias(xp, nt, C, bw.bo);
     layer_norm(xp, hs.local().data(), nt, C, bw.ln2_g, bw.ln2_b);
     Exec().fence();
-    dsp::gather(hs, hf);
+    ctx.timed([&] { dsp::gather(hs, hf); });
     mlp_partial(hf.local().data(), N, c, bw, f0, f1, part.data());
     Exec().fence();
-    reduce_scatter_T(ctx, c, part.data(), r.data());
+    ctx.timed([&] { reduce_scatter_T(ctx, c, part.data(), r.data()); });
     add(xp, r.data(), nt * C);
     add_bias(xp, nt, C, bw.b2);
   }
@@ -464,8 +478,10 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
       const int from = (p - s - 1 + 2 * n) % n;
       const std::size_t nblk = c.B * pt.count(from) * c.S * C;
       // The received block is laid out as k then v, each nblk long.
-      DSP_CHECK_MPI(MPI_Sendrecv(kv.data(), int(2 * blk), MPI_FLOAT, (p + 1) % n, 7, next.data(), int(2 * nblk),
-                                 MPI_FLOAT, (p - 1 + n) % n, 7, ctx.raw, MPI_STATUS_IGNORE));
+      ctx.timed([&] {
+        DSP_CHECK_MPI(MPI_Sendrecv(kv.data(), int(2 * blk), MPI_FLOAT, (p + 1) % n, 7, next.data(), int(2 * nblk),
+                                   MPI_FLOAT, (p - 1 + n) % n, 7, ctx.raw, MPI_STATUS_IGNORE));
+      });
       ctx.manual.ops += 1;
       ctx.manual.bytes += 2 * blk * sizeof(float);
       std::swap(kv, next);

@@ -7,7 +7,7 @@ BUILD=${1:-build}
 BIN=$BUILD/examples/bench_spatial_temporal
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 echo "machine: $(nproc) cores, $(uname -sr); $(date -u)"
-for shape in "1 16 64 64 4 256 5" "1 32 256 64 4 256 3" "1 12 100 64 4 256 3"; do
+for shape in "1 16 64 64 4 256 7" "1 32 256 64 4 256 5" "1 12 100 64 4 256 7"; do
   for n in 1 2 4 8; do
     echo
     echo "load: $(uptime | sed 's/.*load average: //') (1, 5, 15 min)"

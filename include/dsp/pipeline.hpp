@@ -4,7 +4,10 @@
 //                    | dsp::steps::switch_to<1> | dsp::steps::gather;
 //   auto y = p(x);                         // runs split<1>, dynamic_switch<2>, dynamic_switch<1>, gather
 //   constexpr auto back = p.adjoint();     // split<1> | switch_to<2> | switch_to<1> | gather, derived from types
-//   static_assert(p.cost({B, T, S, C}, sizeof(float), N, 0).max_bytes <= budget);
+//   static_assert(p.cost(std::array<std::size_t, 4>{B, T, S, C}, sizeof(float), N, 0).max_bytes <= budget);
+//
+// The steps live in dsp::steps because dsp::split, dsp::gather (and
+// dsp::dynamic_switch) already name the primitives.
 //
 // A composition that cannot run (split after a step that leaves the tensor
 // Sharded, switch_to or gather after one that leaves it Replicated) does not
