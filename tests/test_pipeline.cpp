@@ -88,6 +88,12 @@ TEST_CASE("pipeline cost: per-rank totals and the max over ranks, uneven") {
   CHECK(two.cost(un, 8, 3, 0).steps[1].max_bytes == 8 * 2 * std::max({3 * 3, 2 * 3, 2 * 4}));
 }
 
+TEST_CASE("cost model: a rank outside [0, N) or N = 0 is an error") {
+  CHECK_THROWS_AS((void)fig11.cost(ev, 4, 4, 4), dsp::InvalidArgument);
+  CHECK_THROWS_AS((void)fig11.cost(ev, 4, 0, 0), dsp::InvalidArgument);
+  CHECK_THROWS_AS((void)(dsp::transition_cost<Sharded<0>, Sharded<1>>(ev, 4, 2, 2)), dsp::InvalidArgument);
+}
+
 TEST_CASE("pipeline runs its steps on one rank, and its adjoint undoes it") {
   using Comm = dsp::SelfCommunicator;
   Comm c;

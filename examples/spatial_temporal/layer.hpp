@@ -96,6 +96,8 @@ struct Weights {
   BlockWeights spatial, temporal;
 };
 inline Weights make_weights(const Config& c, std::uint64_t seed = 2025) {
+  if (c.H == 0 || c.C % c.H != 0 || c.F == 0)
+    throw dsp::InvalidArgument("st::make_weights: C must be a positive multiple of the head count H, and F > 0");
   return {make_block(c, seed), make_block(c, seed + 1)};
 }
 

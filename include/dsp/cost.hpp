@@ -2,6 +2,7 @@
 // uneven partitions. Built on primitive_for / collective_for (layout.hpp).
 #pragma once
 
+#include <dsp/error.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
 
@@ -37,6 +38,11 @@ constexpr std::size_t product_except(const std::array<std::size_t, R>& e, std::s
   return p;
 }
 
+/// Throws InvalidArgument (and so is no constant expression) for n == 0 or rank >= n.
+constexpr void check_cost_args(std::size_t n, std::size_t rank) {
+  if (n == 0 || rank >= n) throw InvalidArgument("dsp cost model: need 0 <= rank < N and N >= 1");
+}
+
 /// Bytes rank p of n sends moving From -> To (extents e, elem_bytes each).
 template <Layout From, Layout To, std::size_t R>
 constexpr std::size_t bytes_sent(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
@@ -59,11 +65,13 @@ constexpr std::size_t bytes_sent(const std::array<std::size_t, R>& e, std::size_
 
 /// The cost of moving a tensor of global extents `e` with `elem_bytes`-byte
 /// elements From -> To on rank `rank` of `n`. constexpr: usable in static_assert.
+/// Throws dsp::InvalidArgument when n == 0 or rank >= n.
 template <Layout From, Layout To, std::size_t R>
 constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                          std::size_t n, std::size_t rank) {
   static_assert(layout_fits_v<From, R> && layout_fits_v<To, R>,
                 "dsp::transition_cost: a Sharded<D> layout names a dim D >= the tensor's rank.");
+  detail::check_cost_args(n, rank);
   TransitionCost c;
   c.primitive = primitive_for<From, To>();
   c.collective = collective_for<From, To>();

@@ -183,13 +183,15 @@ class Pipeline {
 
   /// What each step and the whole pipeline send from rank `rank` of `n`, for a
   /// tensor of global extents `e` with `elem_bytes`-byte elements entering as
-  /// `In`. constexpr: usable in static_assert.
+  /// `In`. constexpr: usable in static_assert. Throws dsp::InvalidArgument when
+  /// n == 0 or rank >= n.
   template <class In = default_input, std::size_t R>
   constexpr PipelineCost<size> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
                                     std::size_t rank) const {
     check_input<In>();
     static_assert(((step_max_dim<Steps>() < R) && ...),
                   "dsp::Pipeline: a step names a dim D that is not less than the tensor's rank.");
+    detail::check_cost_args(n, rank);
     PipelineCost<size> c;
     if constexpr (!std::is_same_v<In, detail::UnknownLayout> && ((step_max_dim<Steps>() < R) && ...)) {
       using Chain = typename detail::layout_chain<In, Steps...>::type;
