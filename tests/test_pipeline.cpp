@@ -68,6 +68,21 @@ static_assert((st::split<2> | st::switch_to<2>).cost(ev, 4, 4, 0).bytes == 0);
 constexpr std::size_t budget = 64 * 1024;
 static_assert(fig11.cost(std::array<std::size_t, 4>{1, 16, 64, 8}, 4, 8, 0).max_bytes <= budget);
 
+// Table 3 at the paper's scale, at compile time: the 720M model (hidden 1152,
+// 16 heads), a 64-frame video of 4096 spatial tokens, bf16, N = 8. DSP switches
+// [B, T, S, C] T -> S -> T; Ulysses moves q, k, v [B, T, S, H, d] T -> heads and
+// the output back. M = B*T*S*C*2 bytes; a rank's own share is not sent.
+constexpr std::size_t pB = 1, pT = 64, pS = 4096, pC = 1152, pH = 16, pN = 8, pe = 2;
+constexpr std::size_t pM = pB * pT * pS * pC * pe;
+constexpr std::array<std::size_t, 4> p4{pB, pT, pS, pC};
+constexpr std::array<std::size_t, 5> p5{pB, pT, pS, pH, pC / pH};
+constexpr auto dsp_cost = (st::switch_to<2> | st::switch_to<1>).cost<Sharded<1>>(p4, pe, pN, 0);
+constexpr std::size_t ulysses_bytes = 3 * st::switch_to<3>.cost<Sharded<1>>(p5, pe, pN, 0).max_bytes +
+                                      st::switch_to<1>.cost<Sharded<3>>(p5, pe, pN, 0).max_bytes;
+static_assert(dsp_cost.collectives == 2 && dsp_cost.max_bytes * pN * pN == 2 * pM * (pN - 1));
+static_assert(ulysses_bytes == 2 * dsp_cost.max_bytes);
+static_assert(dsp_cost.max_bytes < 200u * 1024 * 1024);  // a budget: under 200 MiB per device per layer
+
 }  // namespace
 
 TEST_CASE("pipeline cost: per-rank totals and the max over ranks, uneven") {
