@@ -1,0 +1,185 @@
+// Times one spatial-temporal layer per strategy and prints, per strategy, the
+// bytes each device sends per layer (counted; max over ranks), the cost model's
+// prediction, the paper's Table 3 formula, the time per layer and DSP's speedup.
+//
+//   mpiexec -n N bench_layer [B T S C H F iterations]
+//
+// Output: Markdown table rows (rank 0). Each run's time is the slowest rank's;
+// reported: the minimum and the mean over `iterations` runs after one warm-up
+// run, and the mean time spent in communication (slowest rank). "DSP speedup"
+// is the strategy's minimum time over DSP's.
+#include "layer.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+
+namespace {
+
+using Layer = std::function<st::Act<dsp::Sharded<1>>(st::Context&, const st::Act<dsp::Sharded<1>>&,
+                                                     const st::Config&, const st::Weights&)>;
+
+std::size_t max_over(std::size_t v) {
+  unsigned long long in = v, out = 0;
+  MPI_Allreduce(&in, &out, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return std::size_t(out);
+}
+double max_over(double v) {
+  double out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return out;
+}
+
+using Comm = std::function<void()>;
+
+/// Only the communication of one layer of each strategy, on preallocated
+/// buffers of the layer's sizes (no compute, no allocation): what the
+/// strategies' bytes cost on this machine without compute skew.
+struct CommOnly {
+  Comm dsp, ulysses, megatron, ring;
+};
+
+CommOnly make_comm_only(st::Context& ctx, const st::Config& c) {
+  using S1 = st::Act<dsp::Sharded<1>>;
+  using H1 = dsp::DistTensor<float, 5, dsp::Sharded<1>, st::Counting>;
+  using H3 = dsp::DistTensor<float, 5, dsp::Sharded<3>, st::Counting>;
+  const int n = ctx.size(), p = ctx.rank();
+  const dsp::Partition pt{c.T, std::size_t(n)};
+  const std::array<std::size_t, 4> g4{c.B, c.T, c.S, c.C};
+  const std::array<std::size_t, 5> g5{c.B, c.T, c.S, c.H, c.head_dim()};
+  auto x = std::make_shared<S1>(ctx.comm, g4);
+  auto z = std::make_shared<st::Act<dsp::Sharded<2>>>(ctx.comm, g4);
+  auto full = std::make_shared<st::Act<dsp::Replicated>>(ctx.comm, g4);
+  auto part = std::make_shared<std::vector<float>>(c.tokens() * c.C);
+  auto mine = std::make_shared<std::vector<float>>(x->local_size());
+  const std::size_t maxblk = c.B * pt.count(0) * c.S * c.C;
+  auto kv = std::make_shared<std::vector<float>>(2 * maxblk), next = std::make_shared<std::vector<float>>(2 * maxblk);
+  CommOnly r;
+  r.dsp = [x, z] {
+    dsp::dynamic_switch<2>(*x, *z);
+    dsp::dynamic_switch<1>(*z, *x);
+  };
+  if (std::size_t(n) <= c.H) {
+    auto q = std::make_shared<H1>(ctx.comm, g5);
+    auto qh = std::make_shared<H3>(ctx.comm, g5);
+    r.ulysses = [q, qh] {
+      for (int k = 0; k < 3; ++k) dsp::dynamic_switch<3>(*q, *qh);
+      dsp::dynamic_switch<1>(*qh, *q);
+    };
+    r.megatron = [&ctx, c, x, full, part, mine] {
+      for (int k = 0; k < 4; ++k) {
+        dsp::gather(*x, *full);
+        st::reduce_scatter_T(ctx, c, part->data(), mine->data());
+      }
+    };
+  }
+  r.ring = [&ctx, c, pt, kv, next, n, p] {
+    for (int s = 0; s + 1 < n; ++s) {
+      const std::size_t blk = c.B * pt.count((p - s + n) % n) * c.S * c.C;
+      const std::size_t nblk = c.B * pt.count((p - s - 1 + 2 * n) % n) * c.S * c.C;
+      DSP_CHECK_MPI(MPI_Sendrecv(kv->data(), int(2 * blk), MPI_FLOAT, (p + 1) % n, 7, next->data(), int(2 * nblk),
+                                 MPI_FLOAT, (p - 1 + n) % n, 7, ctx.raw, MPI_STATUS_IGNORE));
+      std::swap(*kv, *next);
+    }
+  };
+  return r;
+}
+
+/// Slowest rank's minimum over `iters` runs of f, in ms (after one warm-up).
+double min_ms(const Comm& f, int iters) {
+  f();
+  double best = 1e300;
+  for (int i = 0; i < iters; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    f();
+    best = std::min(best, max_over((MPI_Wtime() - t0) * 1e3));
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Kokkos::initialize(argc, argv);
+  {
+    st::Config c{1, 16, 64, 64, 4, 256};
+    int iters = 3;
+    if (argc >= 8) {
+      c = st::Config{std::size_t(std::atol(argv[1])), std::size_t(std::atol(argv[2])), std::size_t(std::atol(argv[3])),
+                     std::size_t(std::atol(argv[4])), std::size_t(std::atol(argv[5])), std::size_t(std::atol(argv[6]))};
+      iters = std::atoi(argv[7]);
+    }
+    st::Context ctx{MPI_COMM_WORLD};
+    const std::size_t n = std::size_t(ctx.size()), p = std::size_t(ctx.rank());
+    const auto w = st::make_weights(c);
+    st::Act<dsp::Replicated> xr{ctx.comm, {c.B, c.T, c.S, c.C}};
+    for (std::size_t k = 0; k < xr.local().size(); ++k) xr.local().data()[k] = float((k * 37) % 101) / 101.0f;
+    auto x = dsp::split<1>(xr);
+
+    const double M = double(c.activation_bytes());
+    const double N = double(n);
+    const auto pred = st::predicted_bytes(c, n, p);
+    struct Row {
+      const char* name;
+      Layer f;
+      std::size_t predicted;
+      double paper_exact;  // the paper's formula with the (N-1)/N of a rank's own share
+      const char* paper;
+      bool heads_limited;
+      const Comm* comm_only;
+    };
+    const CommOnly co = make_comm_only(ctx, c);
+    const Row rows[] = {
+        {"DSP", st::dsp_layer, pred.dsp, 2 * M * (N - 1) / (N * N), "2M/N", false, &co.dsp},
+        {"DeepSpeed-Ulysses", st::ulysses_layer, pred.ulysses, 4 * M * (N - 1) / (N * N), "4M/N", true, &co.ulysses},
+        {"Megatron-SP", st::megatron_layer, pred.megatron, 8 * M * (N - 1) / N, "8M", true, &co.megatron},
+        {"Ring-Attention", st::ring_layer, pred.ring, 2 * M * (N - 1) / N, "2M", false, &co.ring},
+    };
+    double dsp_time = 0, dsp_comm = 0;
+    if (p == 0)
+      std::printf("| N | B,T,S,C,H,F | M (bytes) | strategy | ops | counted bytes/device (max) | cost model (max) | "
+                  "paper x(N-1)/N | paper | ms/layer min | ms/layer mean | comm ms | DSP speedup | comm-only ms | "
+                  "DSP comm speedup |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Row& r : rows) {
+      if (r.heads_limited && n > c.H) {
+        if (p == 0)
+          std::printf("| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | - | n/a: N > heads | - | - | %s | - | - | - | - | - | - |\n", n,
+                      c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, r.paper);
+        continue;
+      }
+      ctx.reset();
+      r.f(ctx, x, c, w);  // warm-up, and the counted layer
+      const st::Traffic t = ctx.traffic();
+      const std::size_t counted = max_over(t.bytes), model = max_over(r.predicted);
+      ctx.comm_seconds = 0;
+      double best = 1e300, sum = 0;
+      for (int i = 0; i < iters; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        r.f(ctx, x, c, w);
+        const double ms = max_over((MPI_Wtime() - t0) * 1e3);
+        best = std::min(best, ms);
+        sum += ms;
+      }
+      const double comm_ms = max_over(ctx.comm_seconds * 1e3 / iters);
+      const double comm_only = min_ms(*r.comm_only, iters);
+      if (&r == &rows[0]) {
+        dsp_time = best;
+        dsp_comm = comm_only;
+      }
+      if (p == 0)
+        std::printf("| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | %zu | %zu | %zu%s | %.0f | %s | %.2f | %.2f | %.2f | "
+                    "%.2fx | %.3f | %.2fx |\n",
+                    n, c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, t.ops, counted, model, counted == model ? "" : " MISMATCH",
+                    r.paper_exact, r.paper, best, sum / iters, comm_ms, dsp_time > 0 ? best / dsp_time : 0.0, comm_only,
+                    dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
+    }
+  }
+  Kokkos::finalize();
+  MPI_Finalize();
+  return 0;
+}

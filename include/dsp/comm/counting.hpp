@@ -1,0 +1,116 @@
+// dsp: a communicator decorator that counts collectives and the bytes this
+// rank sends to other ranks. Wraps any dsp::Communicator; copies share counts.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <utility>
+
+namespace dsp {
+
+/// What one rank did through a CountingCommunicator.
+///
+/// `bytes_sent` counts payload bytes this rank hands to the communicator for
+/// OTHER ranks: the part of an all-to-all addressed to itself, and its own
+/// block of an all-gather as delivered to itself, are not counted; its block
+/// of an all-gather is counted once per other rank (N - 1 times), as MPI's
+/// all-gather delivers it to each. A broadcast counts count * (N - 1) on the
+/// root and 0 elsewhere. Agreement-check traffic (control_all_gather) is kept
+/// apart in `control` and `control_bytes`.
+struct CommCounts {
+  std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
+  std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
+  std::size_t broadcast = 0;
+  std::size_t control = 0;        ///< control_all_gather calls (agreement checks)
+  std::size_t bytes_sent = 0;     ///< payload bytes sent to other ranks
+  std::size_t control_bytes = 0;  ///< control bytes sent to other ranks
+
+  /// Data collectives: all-to-all + all-gather + broadcast.
+  constexpr std::size_t collectives() const noexcept { return all_to_all + all_gather + broadcast; }
+  friend constexpr bool operator==(const CommCounts&, const CommCounts&) = default;
+};
+
+/// Forwards every call to the wrapped communicator `C` and records it in a
+/// CommCounts shared by all copies. Same rank, size, group id and memory space
+/// as `C`, so dsp's workspaces and group checks treat it as `C`.
+template <Communicator C>
+class CountingCommunicator {
+ public:
+  using memory_space = typename C::memory_space;
+  using inner_type = C;
+
+  explicit CountingCommunicator(C inner)
+      : inner_(std::move(inner)), counts_(std::make_shared<CommCounts>()) {}
+
+  int rank() const { return inner_.rank(); }
+  int size() const { return inner_.size(); }
+  const void* id() const { return inner_.id(); }
+  /// The execution space of the wrapped communicator, when it has one.
+  auto execution_space() const
+    requires requires(const C& c) { c.execution_space(); }
+  {
+    return inner_.execution_space();
+  }
+
+  /// The counts so far (shared by every copy of this communicator).
+  const CommCounts& counts() const noexcept { return *counts_; }
+  /// Sets every count to zero.
+  void reset() noexcept { *counts_ = CommCounts{}; }
+  /// The wrapped communicator.
+  C& inner() noexcept { return inner_; }
+  const C& inner() const noexcept { return inner_; }
+
+  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
+    ++counts_->all_to_all;
+    counts_->bytes_sent += count * elem * others();
+    inner_.all_to_all(s, r, count, elem);
+  }
+  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
+                    std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem,
+                    std::size_t bound) {
+    ++counts_->all_to_all;
+    const std::size_t me = static_cast<std::size_t>(rank());
+    for (std::size_t q = 0; q < sc.size(); ++q)
+      if (q != me) counts_->bytes_sent += sc[q] * elem;
+    inner_.all_to_all_v(s, sc, sd, r, rc, rd, elem, bound);
+  }
+  void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
+    ++counts_->all_gather;
+    counts_->bytes_sent += count * elem * others();
+    inner_.all_gather(s, r, count, elem);
+  }
+  void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
+                    std::span<const std::size_t> rd, std::size_t elem) {
+    ++counts_->all_gather;
+    counts_->bytes_sent += count * elem * others();
+    inner_.all_gather_v(s, count, r, rc, rd, elem);
+  }
+  void broadcast(void* b, std::size_t count, std::size_t elem, int root) {
+    ++counts_->broadcast;
+    if (root == rank()) counts_->bytes_sent += count * elem * others();
+    inner_.broadcast(b, count, elem, root);
+  }
+  void control_all_gather(const void* s, void* r, std::size_t bytes) {
+    ++counts_->control;
+    counts_->control_bytes += bytes * others();
+    inner_.control_all_gather(s, r, bytes);
+  }
+
+  /// Same group when the wrapped communicators are.
+  friend bool operator==(const CountingCommunicator& a, const CountingCommunicator& b) {
+    if (a.id() == b.id()) return true;
+    if constexpr (requires { a.inner_ == b.inner_; }) return a.inner_ == b.inner_;
+    else return false;
+  }
+
+ private:
+  std::size_t others() const { return static_cast<std::size_t>(size() > 0 ? size() - 1 : 0); }
+
+  C inner_;
+  std::shared_ptr<CommCounts> counts_;
+};
+
+}  // namespace dsp

@@ -1,0 +1,325 @@
+// dsp: typed pipelines of layout transitions.
+//
+//   constexpr auto p = dsp::steps::split<1> | dsp::steps::switch_to<2>
+//                    | dsp::steps::switch_to<1> | dsp::steps::gather;
+//   auto y = p(x);                         // runs split<1>, dynamic_switch<2>, dynamic_switch<1>, gather
+//   constexpr auto back = p.adjoint();     // split<1> | switch_to<2> | switch_to<1> | gather, derived from types
+//   static_assert(p.cost(std::array<std::size_t, 4>{B, T, S, C}, sizeof(float), N, 0).max_bytes <= budget);
+//
+// The steps live in dsp::steps because dsp::split, dsp::gather (and
+// dsp::dynamic_switch) already name the primitives.
+//
+// A composition that cannot run (split after a step that leaves the tensor
+// Sharded, switch_to or gather after one that leaves it Replicated) does not
+// compile; neither does applying a pipeline to a tensor whose layout the first
+// step does not accept, or whose rank a step's dim exceeds.
+#pragma once
+
+#include <dsp/cost.hpp>
+#include <dsp/layout.hpp>
+#include <dsp/primitives.hpp>
+#include <dsp/tensor.hpp>
+
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace dsp {
+
+namespace detail {
+template <std::size_t D>
+struct SplitStep {
+  static constexpr std::size_t dim = D;
+};
+template <std::size_t D>
+struct SwitchStep {
+  static constexpr std::size_t dim = D;
+};
+struct GatherStep {};
+
+template <class S>
+struct step_traits;
+template <std::size_t D>
+struct step_traits<SplitStep<D>> {
+  static constexpr bool needs_sharded = false;
+  static constexpr bool leaves_sharded = true;
+  static constexpr std::size_t max_dim = D;
+  template <class In>
+  using out = Sharded<D>;
+  template <class In>
+  using adjoint = GatherStep;  // Sharded<D> -> Replicated
+};
+template <std::size_t D>
+struct step_traits<SwitchStep<D>> {
+  static constexpr bool needs_sharded = true;
+  static constexpr bool leaves_sharded = true;
+  static constexpr std::size_t max_dim = D;
+  template <class In>
+  using out = Sharded<D>;
+  template <class In>
+  using adjoint = SwitchStep<In::dim>;  // Sharded<D> -> Sharded<i>
+};
+template <>
+struct step_traits<GatherStep> {
+  static constexpr bool needs_sharded = true;
+  static constexpr bool leaves_sharded = false;
+  static constexpr std::size_t max_dim = 0;
+  template <class In>
+  using out = Replicated;
+  template <class In>
+  using adjoint = SplitStep<In::dim>;  // Replicated -> Sharded<i>
+};
+
+template <class S, class L>
+inline constexpr bool step_accepts_v = step_traits<S>::needs_sharded == is_sharded_v<L>;
+
+/// Marks a pipeline whose input layout its first step does not fix.
+struct UnknownLayout {};
+
+/// std::tuple<L0, L1, ..., LK>: the layout before each step and after the last.
+template <class In, class... Steps>
+struct layout_chain;
+template <class In>
+struct layout_chain<In> {
+  using type = std::tuple<In>;
+};
+template <class In, class S, class... Rest>
+struct layout_chain<In, S, Rest...> {
+  using next = typename step_traits<S>::template out<In>;
+  using type = decltype(std::tuple_cat(std::declval<std::tuple<In>>(),
+                                       std::declval<typename layout_chain<next, Rest...>::type>()));
+};
+
+template <class... Steps>
+struct first_input {
+  using type = UnknownLayout;
+};
+template <std::size_t D, class... Rest>
+struct first_input<SplitStep<D>, Rest...> {
+  using type = Replicated;
+};
+
+template <class S>
+constexpr bool chain_ok(bool sharded) {
+  return step_traits<S>::needs_sharded == sharded;
+}
+template <class... Steps>
+constexpr bool valid_chain() {
+  if constexpr (sizeof...(Steps) < 2) {
+    return true;
+  } else {
+    constexpr bool needs[] = {step_traits<Steps>::needs_sharded...};
+    constexpr bool leaves[] = {step_traits<Steps>::leaves_sharded...};
+    for (std::size_t k = 1; k < sizeof...(Steps); ++k)
+      if (needs[k] != leaves[k - 1]) return false;
+    return true;
+  }
+}
+}  // namespace detail
+
+/// A pipeline's cost on one rank: each step's, and the sums. `max_bytes` of the
+/// total is the largest total over ranks (not the sum of the steps' maxima).
+template <std::size_t K>
+struct PipelineCost {
+  std::array<TransitionCost, K> steps{};
+  std::size_t collectives = 0;
+  std::size_t bytes = 0;
+  std::size_t max_bytes = 0;
+};
+
+/// A sequence of layout transitions, checked and priced at compile time.
+/// Build one with `|` from dsp::steps::split<D>, switch_to<D> and gather.
+template <class... Steps>
+class Pipeline {
+  static_assert(detail::valid_chain<Steps...>(),
+                "dsp::Pipeline: each step must accept the layout the step before it leaves (split needs "
+                "Replicated, switch_to and gather need Sharded).");
+
+ public:
+  /// Number of steps.
+  static constexpr std::size_t size = sizeof...(Steps);
+  /// The input layout the first step fixes (Replicated before a split), else detail::UnknownLayout.
+  using default_input = typename detail::first_input<Steps...>::type;
+  /// The layout after the last step, for input layout In.
+  template <Layout In>
+  using output_layout = std::tuple_element_t<size, typename detail::layout_chain<In, Steps...>::type>;
+
+  /// Runs the steps on `x` in order and returns the result (a new DistTensor;
+  /// `x` is not modified). Each step is collective as its primitive is.
+  template <class X>
+  auto operator()(const X& x) const {
+    static_assert(is_dist_tensor_v<X>, "dsp::Pipeline: the argument must be a dsp::DistTensor.");
+    if constexpr (is_dist_tensor_v<X>) {
+      using Xt = std::remove_cvref_t<X>;
+      constexpr bool fits = ((step_max_dim<Steps>() < Xt::rank) && ...);
+      static_assert(fits, "dsp::Pipeline: a step names a dim D that is not less than the tensor's rank.");
+      constexpr bool accepted = first_accepts<typename Xt::layout_type>();
+      static_assert(accepted,
+                    "dsp::Pipeline: the first step does not accept the input's layout (split needs a Replicated "
+                    "tensor, switch_to and gather a Sharded one).");
+      if constexpr (fits && accepted) return run<Steps...>(x);
+    }
+  }
+
+  /// The adjoint pipeline for backward passes, derived from the types: steps in
+  /// reverse order, switch i->j as j->i, split<D> as gather, gather from
+  /// Sharded<D> as split<D>. `In` is the forward input layout (defaults to the
+  /// one the first step fixes).
+  template <class In = default_input>
+  constexpr auto adjoint() const {
+    check_input<In>();
+    if constexpr (!std::is_same_v<In, detail::UnknownLayout>) {
+      using Chain = typename detail::layout_chain<In, Steps...>::type;
+      return adjoint_impl<Chain>(std::make_index_sequence<size>{});
+    }
+  }
+  /// Same as adjoint(): every step here is invertible, and its inverse is its adjoint.
+  template <class In = default_input>
+  constexpr auto inverse() const {
+    return adjoint<In>();
+  }
+
+  /// What each step and the whole pipeline send from rank `rank` of `n`, for a
+  /// tensor of global extents `e` with `elem_bytes`-byte elements entering as
+  /// `In`. constexpr: usable in static_assert. Throws dsp::InvalidArgument when
+  /// n == 0 or rank >= n.
+  template <class In = default_input, std::size_t R>
+  constexpr PipelineCost<size> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                    std::size_t rank) const {
+    check_input<In>();
+    static_assert(((step_max_dim<Steps>() < R) && ...),
+                  "dsp::Pipeline: a step names a dim D that is not less than the tensor's rank.");
+    detail::check_cost_args(n, rank);
+    PipelineCost<size> c;
+    if constexpr (!std::is_same_v<In, detail::UnknownLayout> && ((step_max_dim<Steps>() < R) && ...)) {
+      using Chain = typename detail::layout_chain<In, Steps...>::type;
+      c = cost_impl<Chain>(e, elem_bytes, n, rank, std::make_index_sequence<size>{});
+    }
+    return c;
+  }
+
+ private:
+  template <class S>
+  static constexpr std::size_t step_max_dim() {
+    return detail::step_traits<S>::max_dim;
+  }
+
+  template <class L>
+  static constexpr bool first_accepts() {
+    if constexpr (size == 0) return true;
+    else return detail::step_accepts_v<std::tuple_element_t<0, std::tuple<Steps...>>, L>;
+  }
+
+  template <class In>
+  static constexpr void check_input() {
+    static_assert(!std::is_same_v<In, detail::UnknownLayout>,
+                  "dsp::Pipeline: the first step does not fix the input layout; name it, as in "
+                  "p.adjoint<dsp::Sharded<1>>() or p.cost<dsp::Sharded<1>>(...).");
+    if constexpr (!std::is_same_v<In, detail::UnknownLayout>) {
+      static_assert(Layout<In>, "dsp::Pipeline: the input layout must be dsp::Replicated or dsp::Sharded<D>.");
+      static_assert(first_accepts<In>(),
+                    "dsp::Pipeline: the first step does not accept the input's layout (split needs a Replicated "
+                    "tensor, switch_to and gather a Sharded one).");
+    }
+  }
+
+  template <class S, class... Rest, class X>
+  static auto run(const X& x) {
+    auto y = run_step(S{}, x);
+    if constexpr (sizeof...(Rest) == 0) return y;
+    else return run<Rest...>(y);
+  }
+  template <class X>
+  static X run(const X& x)
+    requires(sizeof...(Steps) == 0)
+  {
+    return x;
+  }
+  template <std::size_t D, class X>
+  static auto run_step(detail::SplitStep<D>, const X& x) {
+    return ::dsp::split<D>(x);
+  }
+  template <std::size_t D, class X>
+  static auto run_step(detail::SwitchStep<D>, const X& x) {
+    return ::dsp::dynamic_switch<D>(x);
+  }
+  template <class X>
+  static auto run_step(detail::GatherStep, const X& x) {
+    return ::dsp::gather(x);
+  }
+
+  template <class Chain, std::size_t... I>
+  static constexpr auto adjoint_impl(std::index_sequence<I...>) {
+    using StepTuple = std::tuple<Steps...>;
+    return Pipeline<typename detail::step_traits<std::tuple_element_t<size - 1 - I, StepTuple>>::template adjoint<
+        std::tuple_element_t<size - 1 - I, Chain>>...>{};
+  }
+
+  template <class Chain, std::size_t R, std::size_t... I>
+  static constexpr PipelineCost<size> cost_impl(const std::array<std::size_t, R>& e, std::size_t eb, std::size_t n,
+                                                std::size_t rank, std::index_sequence<I...>) {
+    PipelineCost<size> c;
+    ((c.steps[I] = transition_cost<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n,
+                                                                                                       rank)),
+     ...);
+    for (const auto& s : c.steps) {
+      c.collectives += s.collectives;
+      c.bytes += s.bytes;
+    }
+    for (std::size_t q = 0; q < n; ++q) {
+      const std::size_t b =
+          (std::size_t{0} + ... +
+           detail::bytes_sent<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n, q));
+      if (b > c.max_bytes) c.max_bytes = b;
+    }
+    return c;
+  }
+};
+
+namespace detail {
+template <class A, class B>
+constexpr bool junction_ok() {
+  return step_traits<B>::needs_sharded == step_traits<A>::leaves_sharded;
+}
+template <class... A>
+using last_step_t = std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>;
+}  // namespace detail
+
+/// Composes two pipelines: b runs after a. Does not compile when b's first step
+/// cannot take the layout a's last step leaves.
+template <class... A, class... B>
+constexpr auto operator|(Pipeline<A...>, Pipeline<B...>) {
+  if constexpr (sizeof...(A) == 0 || sizeof...(B) == 0) {
+    return Pipeline<A..., B...>{};
+  } else {
+    using Last = detail::last_step_t<A...>;
+    using First = std::tuple_element_t<0, std::tuple<B...>>;
+    constexpr bool split_after_sharded =
+        !detail::step_traits<First>::needs_sharded && detail::step_traits<Last>::leaves_sharded;
+    constexpr bool sharded_after_gather =
+        detail::step_traits<First>::needs_sharded && !detail::step_traits<Last>::leaves_sharded;
+    static_assert(!split_after_sharded,
+                  "dsp::Pipeline: split<D> needs a Replicated tensor, but the step before it leaves the tensor "
+                  "Sharded. Move a shard with switch_to<D>.");
+    static_assert(!sharded_after_gather,
+                  "dsp::Pipeline: switch_to<D> and gather need a Sharded tensor, but the step before them "
+                  "(gather) leaves the tensor Replicated. Enter a sharding with split<D>.");
+    if constexpr (detail::junction_ok<Last, First>()) return Pipeline<A..., B...>{};
+  }
+}
+
+/// The steps a pipeline is built from. Each is a one-step dsp::Pipeline.
+namespace steps {
+/// Replicated -> Sharded<D>: a local slice, no communication.
+template <std::size_t D>
+inline constexpr Pipeline<detail::SplitStep<D>> split{};
+/// Sharded<i> -> Sharded<D>: one all-to-all (none when i == D).
+template <std::size_t D>
+inline constexpr Pipeline<detail::SwitchStep<D>> switch_to{};
+/// Sharded<i> -> Replicated: one all-gather.
+inline constexpr Pipeline<detail::GatherStep> gather{};
+}  // namespace steps
+
+}  // namespace dsp
