@@ -45,8 +45,9 @@ void with_dim(std::size_t d, F&& f) {
   }(std::make_index_sequence<R>{});
 }
 
-// A leaked tensor of the largest soak shape per operation would add more
-// than 100 KiB per operation; a few MiB of slack absorb allocator noise.
+// Leaking 512 bytes per operation (less than a tensor of the soak's typical
+// shape) would exceed this over the 8,000 operations after warm-up; below it
+// is allocator noise (glibc keeps freed blocks of varying sizes).
 constexpr long kRssToleranceBytes = 4L << 20;
 
 long resident_bytes() {
