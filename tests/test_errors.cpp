@@ -400,3 +400,39 @@ TEST_CASE("with agreement checks off, agreeing ranks still get correct results")
   dsp::set_agreement_checks(true);
   CHECK(dsp::agreement_checks());
 }
+
+namespace {
+using View3 = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+View3 source_on(int root) {  // the whole tensor g on the root, an empty view elsewhere
+  if (rank() != root) return View3();
+  View3 v("source", g[0], g[1], g[2]);
+  for (std::size_t k = 0; k < v.size(); ++k) v.data()[k] = dsp_test::value_at<float>(k);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("distribute: a root out of range on one rank makes every rank raise") {
+  // Regression: the range check threw on the ranks that saw a bad root before
+  // the agreement check, so the other ranks waited in it forever.
+  if (size() == 1) return;
+  const int root = rank() == 0 ? size() : 1;  // rank 0 names a rank that does not exist
+  const View3 src = source_on(1);
+  const std::string e = error_of([&] { dsp::distribute<dsp::Sharded<0>>(world(), src, root); });
+  if (rank() == 0) CHECK(e.find("root " + std::to_string(size()) + " is not a rank of a communicator of") != std::string::npos);
+  else CHECK(e.find("dsp::distribute: rank 0 could not take part") != std::string::npos);
+  if (rank() == 1) {
+    std::size_t changed = 0;
+    for (std::size_t k = 0; k < src.size(); ++k) changed += src.data()[k] != dsp_test::value_at<float>(k);
+    CHECK(changed == 0);
+  }
+  communicator_still_works();
+}
+
+TEST_CASE("distribute: roots that disagree raise on every rank") {
+  if (size() == 1) return;
+  const int root = rank() == 0 ? 0 : 1;
+  const View3 src = source_on(rank() <= 1 ? rank() : -1);  // ranks 0 and 1 each think they are the root
+  const std::string e = error_of([&] { dsp::distribute<dsp::Replicated>(world(), src, root); });
+  CHECK(e.find("root ranks disagree") != std::string::npos);
+  communicator_still_works();
+}
