@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # Quick start 2/2: install what is missing, build everything, run all tests.
 # BUILD_DIR (default build-test) and CTEST_ARGS may be set by the caller.
+# DSP_SANITIZE=address,undefined (or DSP_SANITIZE=1, the same) builds and runs
+# the suite under AddressSanitizer + UndefinedBehaviorSanitizer instead, in
+# BUILD_DIR (default build-sanitize); see docs/reliability.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 source scripts/mpi_env.sh
-build="${BUILD_DIR:-build-test}"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
+san="${DSP_SANITIZE:-}"
+[ "$san" = 1 ] && san=address,undefined
+if [ -n "$san" ]; then
+  # -O1 with assertions on: faster to build than -O3, and what sanitizers are meant for.
+  build="${BUILD_DIR:-build-sanitize}"
+  args=(-DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O1 -DDSP_SANITIZE="$san" -DDSP_BUILD_EXAMPLES=OFF)
+else
+  build="${BUILD_DIR:-build-test}"
+  args=(-DCMAKE_BUILD_TYPE=Release -DDSP_SANITIZE=)
+fi
+cmake -S . -B "$build" "${args[@]}" ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$(nproc)"
 cd "$build"
 ctest --output-on-failure -j"$(nproc)" ${CTEST_ARGS:-}

@@ -4,7 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 using namespace dsp_test;
 
@@ -132,6 +136,7 @@ TEST_CASE("an output that aliases the input is refused") {
   const std::string e = error_of([&] { dsp::dynamic_switch<0>(x, same); });
   CHECK(e.find("shares memory with the input") != std::string::npos);
   CHECK(count_wrong(x) == 0);
+  communicator_still_works();
 }
 
 TEST_CASE("an output on another communicator is refused") {
@@ -142,6 +147,20 @@ TEST_CASE("an output on another communicator is refused") {
   const std::string e = error_of([&] { dsp::dynamic_switch<1>(x, y); });
   CHECK(e.find("different communicator") != std::string::npos);
   CHECK(count_wrong(x) == 0);
+  communicator_still_works();
+}
+
+TEST_CASE("an output on another communicator on one rank makes every rank raise") {
+  dsp::MpiCommunicator other = world().split(0, rank());
+  const bool bad = rank() == 0;
+  X0 x{world(), g};
+  fill(x);
+  dsp::DistTensor<float, 3, dsp::Replicated, dsp::MpiCommunicator> y{bad ? other : world(), g};
+  const std::string e = error_of([&] { dsp::gather(x, y); });
+  if (bad) CHECK(e.find("the output lives on a different communicator") != std::string::npos);
+  else CHECK(e.find("rank 0 could not take part because its output tensor is invalid") != std::string::npos);
+  CHECK(count_wrong(x) == 0);
+  communicator_still_works();
 }
 
 TEST_CASE("a rank that fails to allocate before the collective makes every rank raise") {
@@ -155,8 +174,137 @@ TEST_CASE("a rank that fails to allocate before the collective makes every rank 
   if (rank() == size() - 1) dsp::detail::injected_faults() = 1;
   e = error_of([&] { dsp::gather(x); });
   CHECK(!e.empty());
+  if (rank() != size() - 1) CHECK(e.find("dsp::gather: rank " + std::to_string(size() - 1) + " could not take part because it could not allocate memory") != std::string::npos);
+  else CHECK(e.find("dsp::gather (rank " + std::to_string(rank()) + "): std::bad_alloc") != std::string::npos);
   CHECK(dsp::detail::injected_faults() == 0);
+  CHECK(count_wrong(x) == 0);
   communicator_still_works();
+}
+
+TEST_CASE("local failures on several ranks at once, into an existing output, raise on every rank") {
+  X0 x{world(), g};
+  X2 y{world(), g};
+  fill(x);
+  fill(y);
+  if (rank() % 2 == 0) dsp::detail::injected_faults() = 1;  // rank 0, 2, ...
+  const std::string e = error_of([&] { dsp::dynamic_switch<2>(x, y); });
+  CHECK(!e.empty());
+  if (rank() % 2 == 1) CHECK(e.find("rank 0 could not take part") != std::string::npos);
+  CHECK(dsp::detail::injected_faults() == 0);
+  CHECK(count_wrong(x) == 0);
+  CHECK(count_wrong(y) == 0);  // the output is untouched too: nothing was copied
+  communicator_still_works();
+}
+
+TEST_CASE("the failing rank raises InvalidArgument, the others MismatchError") {
+  if (size() == 1) return;
+  X0 x{world(), g};
+  fill(x);
+  if (rank() == 1) dsp::detail::injected_faults() = 1;
+  bool invalid = false, mismatch = false;
+  try {
+    dsp::dynamic_switch<1>(x);
+  } catch (const dsp::InvalidArgument&) {
+    invalid = true;
+  } catch (const dsp::MismatchError&) {
+    mismatch = true;
+  }
+  CHECK(invalid == (rank() == 1));
+  CHECK(mismatch == (rank() != 1));
+  communicator_still_works();
+}
+
+TEST_CASE("element types of the same size that disagree raise on every rank") {
+  if (size() == 1) return;
+  std::string e;
+  if (rank() == size() - 1) {
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<0>, dsp::MpiCommunicator> x{world(), g};
+    fill(x);
+    e = error_of([&] { dsp::gather(x); });
+    CHECK(count_wrong(x) == 0);
+  } else {
+    X0 x{world(), g};
+    fill(x);
+    e = error_of([&] { dsp::gather(x); });
+    CHECK(count_wrong(x) == 0);
+  }
+  CHECK(e.find("element types disagree") != std::string::npos);
+  CHECK(e.find("int") != std::string::npos);
+  CHECK(e.find("float (4 bytes)") != std::string::npos);
+  communicator_still_works();
+}
+
+TEST_CASE("global extents that disagree in an unsharded dim raise on every rank") {
+  if (size() == 1) return;
+  X1 x{world(), {7, 5, 4 + std::size_t(rank() == 0)}};
+  fill(x);
+  std::string e = error_of([&] { dsp::dynamic_switch<0>(x); });
+  CHECK(e.find("global extents disagree: rank 0 [7, 5, 5], rank 1 [7, 5, 4]") != std::string::npos);
+  CHECK(count_wrong(x) == 0);
+  e = error_of([&] { dsp::gather(x); });
+  CHECK(e.find("global extents disagree") != std::string::npos);
+  CHECK(count_wrong(x) == 0);
+  communicator_still_works();
+}
+
+namespace {
+struct LowCountLimit {  // every count or displacement above 5 elements is "beyond int"
+  std::size_t saved = dsp::detail::mpi_count_limit();
+  LowCountLimit() { dsp::detail::mpi_count_limit() = 5; }
+  ~LowCountLimit() { dsp::detail::mpi_count_limit() = saved; }
+};
+}  // namespace
+
+TEST_CASE("per-peer counts beyond MPI's int range are split into messages, never wrapped") {
+  // With the limit lowered, every per-peer count here exceeds it: the exchange
+  // must take the point-to-point path and stay exact, on every layout path
+  // (sent from the input / packed, received into the output / unpacked).
+  LowCountLimit low;
+  const std::size_t n = std::size_t(size());
+  X0 x{world(), {3 * n + 1, 4 * n + 3, 6}};
+  fill(x);
+  auto y = dsp::dynamic_switch<1>(x);  // packed, received straight into the output
+  CHECK(count_wrong(y) == 0);
+  auto z = dsp::dynamic_switch<0>(y);  // sent straight from the input, unpacked
+  CHECK(count_wrong(z) == 0);
+  auto w = dsp::dynamic_switch<2>(y);  // packed and unpacked
+  CHECK(count_wrong(w) == 0);
+  CHECK(count_wrong(dsp::gather(w)) == 0);  // uneven all-gather beyond the limit
+  CHECK(count_wrong(dsp::gather(x)) == 0);
+  CHECK(count_wrong(x) == 0);
+}
+
+TEST_CASE("per-peer counts beyond INT_MAX: the plan's bound sends every rank down the large-count path") {
+  // The real sizes, as arithmetic only (no 2^31-element buffers): a switch
+  // whose per-peer chunks exceed INT_MAX elements has a bound beyond the
+  // limit, equal on every rank, so all ranks leave MPI_Alltoallv for the
+  // point-to-point path together; and when the bound fits, every count and
+  // displacement of every rank fits in an int.
+  for (std::size_t n : {2u, 3u, 4u, 7u, 64u}) {
+    const std::size_t big = (std::size_t(1) << 31) * n + 3;  // dim 0: more than INT_MAX per peer
+    for (const std::array<std::size_t, 3> ext : {std::array<std::size_t, 3>{big, n, 1}, std::array<std::size_t, 3>{n, big, 1},
+                                                 std::array<std::size_t, 3>{46341 * n, 46341, n}}) {
+      std::size_t largest = 0;
+      for (auto [i, j] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 0}, {0, 2}, {2, 1}}) {
+        std::size_t bound = 0;
+        bool below = true, same = true;
+        for (std::size_t p = 0; p < n; ++p) {
+          const auto plan = dsp::detail::plan_switch(ext, i, j, int(p), int(n));
+          if (p == 0) bound = plan.bound;
+          same = same && plan.bound == bound;  // the same on every rank: every rank takes the same branch
+          for (std::size_t q = 0; q < n; ++q)
+            for (std::size_t v : {plan.send_counts[q], plan.send_displs[q], plan.recv_counts[q], plan.recv_displs[q]}) {
+              below = below && v <= bound;  // so a bound that fits means every int conversion is exact
+              largest = std::max(largest, v);
+            }
+        }
+        CHECK(same);
+        CHECK(below);
+        CHECK(!dsp::detail::fits_mpi(bound));
+      }
+      CHECK(largest > std::size_t(INT_MAX));
+    }
+  }
 }
 
 TEST_CASE("a local view that does not fit the partition raises on every rank") {
@@ -164,10 +312,15 @@ TEST_CASE("a local view that does not fit the partition raises on every rank") {
   const auto want = dsp::detail::local_extents<dsp::Sharded<0>>(g, rank(), size());
   const bool bad = rank() == 0;
   V v("v", want[0] + (bad ? 1 : 0), want[1], want[2]);
+  for (std::size_t k = 0; k < v.size(); ++k) v.data()[k] = float(k) + 0.5f;
   const std::string e = error_of([&] { X0 x(world(), g, v); });
   CHECK(!e.empty());
   if (bad) CHECK(e.find("the local view has extents") != std::string::npos);
   else CHECK(e.find("rank 0 could not take part") != std::string::npos);
+  std::size_t changed = 0;
+  for (std::size_t k = 0; k < v.size(); ++k) changed += v.data()[k] != float(k) + 0.5f;
+  CHECK(changed == 0);
+  communicator_still_works();
 }
 
 TEST_CASE("a strided (non-contiguous) local view is refused on every rank") {
@@ -177,6 +330,20 @@ TEST_CASE("a strided (non-contiguous) local view is refused on every rank") {
   static_assert(std::is_same_v<decltype(strided)::array_layout, Kokkos::LayoutStride>);
   const std::string e = error_of([&] { X0 x(world(), g, strided); });
   CHECK(e.find("not contiguous row-major") != std::string::npos);  // every block is non-empty here
+  communicator_still_works();
+}
+
+TEST_CASE("a strided local view on one rank makes every rank raise") {
+  const auto want = dsp::detail::local_extents<dsp::Sharded<0>>(g, rank(), size());
+  const bool bad = rank() == size() - 1;
+  Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace> big("big", want[0], want[1], want[2], 2);
+  using SV = decltype(Kokkos::subview(big, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL, 1));
+  X0::view_type ok("ok", want[0], want[1], want[2]);
+  const SV v = bad ? SV(Kokkos::subview(big, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL, 1)) : SV(ok);
+  const std::string e = error_of([&] { X0 x(world(), g, v); });
+  if (bad) CHECK(e.find("not contiguous row-major (dim 2 has stride 2, expected 1)") != std::string::npos);
+  else CHECK(e.find("rank " + std::to_string(size() - 1) + " could not take part because its local view") != std::string::npos);
+  communicator_still_works();
 }
 
 TEST_CASE("a contiguous view of the right shape is accepted and used in place") {
@@ -186,6 +353,23 @@ TEST_CASE("a contiguous view of the right shape is accepted and used in place") 
   CHECK(x.local().data() == v.data());
   fill(x);
   CHECK(count_wrong(dsp::dynamic_switch<2>(x)) == 0);
+}
+
+TEST_CASE("extents whose size in bytes wraps around are refused on every rank") {
+  // Regression: [2^32, 2^31, 4] floats is 2^67 bytes; the sizes wrapped to 0,
+  // Kokkos allocated an empty block with those extents, and writing it went
+  // out of bounds.
+  const std::array<std::size_t, 3> huge{std::size_t(1) << 32, std::size_t(1) << 31, 4};
+  std::string e = error_of([&] { X0 x(world(), huge); });
+  CHECK(e.find("exceed the address space") != std::string::npos);
+  CHECK(e.find("[4294967296, 2147483648, 4]") != std::string::npos);
+  X0::view_type v("v", 1, 1, 1);
+  e = error_of([&] { X0 x(world(), huge, v); });  // the wrapping constructor: collective, so every rank
+  CHECK(e.find("exceed the address space") != std::string::npos);
+  // an empty tensor with large extents is fine: nothing wraps
+  X0 empty{world(), {std::size_t(1) << 40, std::size_t(1) << 30, 0}};
+  CHECK(empty.local_size() == 0);
+  communicator_still_works();
 }
 
 TEST_CASE("negative extents are refused") {
@@ -215,4 +399,40 @@ TEST_CASE("with agreement checks off, agreeing ranks still get correct results")
   CHECK(count_wrong(y) == 0);
   dsp::set_agreement_checks(true);
   CHECK(dsp::agreement_checks());
+}
+
+namespace {
+using View3 = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::HostSpace>;
+View3 source_on(int root) {  // the whole tensor g on the root, an empty view elsewhere
+  if (rank() != root) return View3();
+  View3 v("source", g[0], g[1], g[2]);
+  for (std::size_t k = 0; k < v.size(); ++k) v.data()[k] = dsp_test::value_at<float>(k);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("distribute: a root out of range on one rank makes every rank raise") {
+  // Regression: the range check threw on the ranks that saw a bad root before
+  // the agreement check, so the other ranks waited in it forever.
+  if (size() == 1) return;
+  const int root = rank() == 0 ? size() : 1;  // rank 0 names a rank that does not exist
+  const View3 src = source_on(1);
+  const std::string e = error_of([&] { dsp::distribute<dsp::Sharded<0>>(world(), src, root); });
+  if (rank() == 0) CHECK(e.find("root " + std::to_string(size()) + " is not a rank of a communicator of") != std::string::npos);
+  else CHECK(e.find("dsp::distribute: rank 0 could not take part") != std::string::npos);
+  if (rank() == 1) {
+    std::size_t changed = 0;
+    for (std::size_t k = 0; k < src.size(); ++k) changed += src.data()[k] != dsp_test::value_at<float>(k);
+    CHECK(changed == 0);
+  }
+  communicator_still_works();
+}
+
+TEST_CASE("distribute: roots that disagree raise on every rank") {
+  if (size() == 1) return;
+  const int root = rank() == 0 ? 0 : 1;
+  const View3 src = source_on(rank() <= 1 ? rank() : -1);  // ranks 0 and 1 each think they are the root
+  const std::string e = error_of([&] { dsp::distribute<dsp::Replicated>(world(), src, root); });
+  CHECK(e.find("root ranks disagree") != std::string::npos);
+  communicator_still_works();
 }

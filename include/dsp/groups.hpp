@@ -56,9 +56,12 @@ auto distribute(const Comm& comm, const V& source, int root = 0) {
   using Out = DistTensor<T, R, L, Comm, M>;
   Comm c = comm;
   const int n = c.size(), p = c.rank();
-  if (root < 0 || root >= n)  // every rank sees the same root and size: all throw, nobody waits
-    throw InvalidArgument("dsp::distribute: root " + std::to_string(root) + " is not a rank of a communicator of " +
-                          std::to_string(n));
+  // A root out of range is reported through the agreement check like any local
+  // failure: ranks may disagree on the root, and a rank that threw here alone
+  // would leave the others waiting in the check.
+  std::string err;
+  if (root < 0 || root >= n)
+    err = "dsp::distribute: root " + std::to_string(root) + " is not a rank of a communicator of " + std::to_string(n);
 
   detail::Signature sig;
   sig.op = static_cast<std::uint32_t>(detail::Op::distribute);
@@ -66,7 +69,7 @@ auto distribute(const Comm& comm, const V& source, int root = 0) {
   sig.tensor_rank = R;
   sig.dst_layout = detail::layout_code<L>();
   sig.root = root;
-  std::string err;
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::other);
   std::array<std::size_t, R> global{};
   if (p == root) {
     for (std::size_t d = 0; d < R; ++d) global[d] = source.extent(d);
@@ -94,6 +97,7 @@ auto distribute(const Comm& comm, const V& source, int root = 0) {
   unsigned char* sbuf = nullptr;
   std::vector<detail::CopyTask> pack;
   try {
+    if (const std::string why = detail::size_error(global, sizeof(T)); !why.empty()) throw InvalidArgument(why);
     out.emplace(Out::uninitialized(c, global));
     if constexpr (is_sharded_v<L>) {
       const Partition pd{global[L::dim], std::size_t(n)};

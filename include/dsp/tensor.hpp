@@ -81,6 +81,31 @@ std::string text(const std::array<std::size_t, R>& e) {
   return t + "]";
 }
 
+/// Why a tensor of global extents `g` with `elem_bytes`-byte elements cannot
+/// exist, or "". Its size in bytes must fit in std::size_t: past that, every
+/// size computed from the extents (the plans', Kokkos' allocation) wraps around
+/// to a small number, and a tensor with extents [2^32, 2^31, 4] would get an
+/// empty block and be written out of bounds.
+template <std::size_t R>
+std::string size_error(const std::array<std::size_t, R>& g, std::size_t elem_bytes) {
+  std::size_t bytes = elem_bytes;
+  for (std::size_t x : g)
+    if (x == 0) return "";
+  for (std::size_t x : g) {
+    if (bytes > static_cast<std::size_t>(-1) / x)
+      return "dsp::DistTensor: global extents " + text(g) + " of " + std::to_string(elem_bytes) +
+             "-byte elements exceed the address space (more than 2^64 bytes; sizes would wrap around)";
+    bytes *= x;
+  }
+  return "";
+}
+
+template <class T, std::size_t R>
+const std::array<std::size_t, R>& checked_global(const std::array<std::size_t, R>& g) {
+  if (const std::string why = size_error(g, sizeof(T)); !why.empty()) throw InvalidArgument(why);
+  return g;
+}
+
 struct unchecked_t {};
 }  // namespace detail
 
@@ -121,8 +146,10 @@ class DistTensor {
 
   /// Allocates this rank's block (zero-initialized). Local: no communication;
   /// ranks that disagree on `global` are caught by the next collective.
+  /// Throws InvalidArgument when the tensor's size in bytes would not fit in
+  /// std::size_t.
   DistTensor(const Comm& comm, Extents<Rank> global)
-      : comm_(comm), global_(global.values),
+      : comm_(comm), global_(detail::checked_global<T>(global.values)),
         local_(detail::allocate_view<view_type>("dsp::DistTensor", local_extents(), true,
                                                 std::make_index_sequence<Rank>{})) {}
 
@@ -181,6 +208,7 @@ class DistTensor {
 
   template <class V>
   std::string check_view(const V& v) const {
+    if (std::string why = detail::size_error(global_, sizeof(T)); !why.empty()) return why;
     const auto want = local_extents();
     extents_type have{};
     for (std::size_t d = 0; d < Rank; ++d) have[d] = v.extent(d);
