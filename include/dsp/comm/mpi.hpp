@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/detail/plan.hpp>
 #include <dsp/error.hpp>
 
 #include <mpi.h>
@@ -60,6 +61,7 @@ struct MpiState {
   int size = 1;
   std::mutex types_mutex;
   std::map<std::size_t, MPI_Datatype> types;
+  std::vector<MPI_Request> requests;  // reused by exchange_runs: no allocation once warm
 
   ~MpiState() {
     if (!mpi_is_live()) return;  // MPI_Finalize already released everything
@@ -68,6 +70,16 @@ struct MpiState {
   }
 
   MPI_Datatype type(std::size_t elem_bytes) {
+    // Predefined types where the size allows: MPI copies them on its fastest
+    // paths (a derived contiguous type of bytes may go through its packing
+    // engine). Only sizes matter here: dsp moves elements as bytes.
+    switch (elem_bytes) {
+      case 1: return MPI_BYTE;
+      case 2: return MPI_UINT16_T;
+      case 4: return MPI_UINT32_T;
+      case 8: return MPI_UINT64_T;
+      default: break;
+    }
     std::lock_guard<std::mutex> lock(types_mutex);
     auto it = types.find(elem_bytes);
     if (it != types.end()) return it->second;
@@ -155,6 +167,44 @@ class BasicMpiCommunicator {
       return;
     }
     point_to_point(s, sc, sd, r, rc, rd, elem);
+  }
+
+  /// Point-to-point exchange of run patterns (dsp's pairwise switch): every
+  /// peer's chunk goes as consecutive messages of `piece` elements (split
+  /// further at mpi_count_limit()), straight from the runs of `s` into the runs
+  /// of `r`; `local()` runs while the messages fly. Both sides of a pair cut a
+  /// chunk the same way, and messages of one pair keep their order.
+  template <class Local>
+  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+    std::vector<MPI_Request>& req = state_->requests;
+    req.clear();
+    MPI_Datatype t = state_->type(elem);
+    const std::size_t lim = detail::mpi_count_limit();
+    auto each = [lim](const detail::PeerRuns& pr, auto&& post) {
+      for (std::size_t e = 0; e < pr.elems; e += pr.piece) {
+        const std::size_t at = pr.runs.base + (e / pr.runs.len) * pr.runs.stride + e % pr.runs.len;
+        for (std::size_t done = 0; done < pr.piece; done += lim) post(at + done, std::min(lim, pr.piece - done));
+      }
+    };
+    try {
+      for (const auto& pr : recvs)
+        each(pr, [&](std::size_t at, std::size_t n) { post_recv(req, static_cast<char*>(r) + at * elem, n, t, pr.peer); });
+      for (const auto& pr : sends)
+        each(pr, [&](std::size_t at, std::size_t n) {
+          post_send(req, static_cast<const char*>(s) + at * elem, n, t, pr.peer);
+        });
+      local();
+    } catch (...) {
+      for (MPI_Request& q : req)
+        if (q != MPI_REQUEST_NULL) {
+          MPI_Cancel(&q);
+          MPI_Request_free(&q);
+        }
+      req.clear();
+      throw;
+    }
+    wait_all(req);
   }
 
   void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
