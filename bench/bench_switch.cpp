@@ -9,8 +9,11 @@
 // Every iteration is timed on every rank between a barrier and an
 // MPI_Allreduce(MAX): the reported time is the slowest rank's, identical on
 // all ranks, so Google Benchmark picks the same iteration count everywhere.
-// Only rank 0 prints. At the end rank 0 prints the ratios of the medians of
-// the per-iteration times to the raw collective's.
+// Only rank 0 prints. Then every group runs again with its methods
+// interleaved, one iteration each per round, and rank 0 prints the median over
+// rounds of each method's time divided by the reference's (MPI_Alltoall, or
+// MPI_Allgather for gather) in the same round. --benchmark_filter also limits
+// the ratio table to the groups it selects.
 #include "common.hpp"
 
 #include <benchmark/benchmark.h>
@@ -48,6 +51,11 @@ std::vector<std::string>& order() {
   static std::vector<std::string> o;
   return o;
 }
+using Make = std::function<std::function<void()>()>;
+std::map<std::string, Make>& makers() {
+  static std::map<std::string, Make> m;
+  return m;
+}
 
 std::string shape_text(const std::vector<std::size_t>& g) {
   std::string t = "[";
@@ -61,6 +69,7 @@ void add(const std::string& group, const std::string& method, double bytes,
          std::function<std::function<void()>()> make) {
   const std::string name = group + "/" + method;
   if (std::find(order().begin(), order().end(), group) == order().end()) order().push_back(group);
+  makers()[name] = make;
   benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
     auto step = make();
     for (int k = 0; k < 3; ++k) step();  // warm: workspaces, plans, recycled outputs, first touch
@@ -113,6 +122,20 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
     auto xy = tensors();
     return [xy] { dsp::dynamic_switch<J>(xy->first, xy->second); };
   });
+  // Each algorithm forced, to check the automatic choice against them.
+  for (auto [alg, name] : {std::pair{dsp::SwitchAlgorithm::alltoall, "dsp_force_alltoall"},
+                           std::pair{dsp::SwitchAlgorithm::alltoallv, "dsp_force_alltoallv"},
+                           std::pair{dsp::SwitchAlgorithm::pairwise, "dsp_force_pairwise"}}) {
+    if (latency && alg == dsp::SwitchAlgorithm::pairwise) continue;
+    add(group, name, bytes, [=, a = alg] {
+      auto xy = tensors();
+      return [xy, a] {
+        dsp::set_switch_algorithm(a);
+        dsp::dynamic_switch<J>(xy->first, xy->second);
+        dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+      };
+    });
+  }
   if (!latency) {
     add(group, "dsp_alloc", bytes, [=] {
       auto xy = tensors();
@@ -183,17 +206,49 @@ class Silent : public benchmark::BenchmarkReporter {
   void ReportRuns(const std::vector<Run>&) override {}
 };
 
-void print_ratios() {
-  std::printf("\n%-44s %-20s %12s %9s %8s\n", "case", "method", "median_us", "GB/s", "ratio");
+// The ratios: every method of a group and its reference run in turns, one
+// iteration each, for the same rounds on every rank; the reported ratio is the
+// median over rounds of (method / reference) in the same round, so slow drifts
+// of a shared machine's load cancel.
+void print_ratios(int rank) {
+  if (rank == 0)
+    std::printf("\nratios: median over interleaved rounds of (method time / reference time in the same round)\n"
+                "%-36s %-22s %12s %9s %8s %7s\n", "case", "method", "median_us", "GB/s", "ratio", "rounds");
   for (const std::string& group : order()) {
     const bool gather = group.rfind("gather", 0) == 0;
-    const auto ref = results().find(group + (gather ? "/MPI_Allgather" : "/MPI_Alltoall"));
-    for (const auto& [name, r] : results()) {
-      if (name.rfind(group + "/", 0) != 0) continue;
-      const double ratio = ref != results().end() && ref->second.median_s > 0 ? r.median_s / ref->second.median_s : 0;
-      std::printf("%-44s %-20s %12.1f %9.2f %8.3f\n", group.c_str(), name.substr(group.size() + 1).c_str(),
-                  r.median_s * 1e6, r.bytes / r.median_s * 1e-9, ratio);
+    const std::string ref = group + (gather ? "/MPI_Allgather" : "/MPI_Alltoall");
+    if (!results().count(ref)) continue;  // not selected by --benchmark_filter
+    std::vector<std::string> names;
+    std::vector<std::function<void()>> steps;
+    double per_round = 0;
+    for (const auto& [name, make] : makers())
+      if (name.rfind(group + "/", 0) == 0 && results().count(name)) {
+        names.push_back(name);
+        steps.push_back(make());
+        per_round += results().count(name) ? results()[name].median_s : 1e-3;
+      }
+    const std::size_t r = std::find(names.begin(), names.end(), ref) - names.begin();
+    if (r == names.size() || !results().count(ref)) continue;  // not selected by --benchmark_filter
+    for (auto& s : steps)
+      for (int k = 0; k < 3; ++k) s();
+    // per_round is the same on every rank (times are max-reduced): same rounds everywhere.
+    const int rounds = static_cast<int>(std::clamp(2.0 / std::max(per_round, 1e-9), 15.0, 20000.0));
+    std::vector<std::vector<double>> t(names.size());
+    for (int k = 0; k < rounds; ++k)  // each round starts with another method: no fixed neighbour
+      for (std::size_t q = 0; q < names.size(); ++q) {
+        const std::size_t m = (q + k) % names.size();
+        t[m].push_back(time_max(world(), steps[m]));
+      }
+    steps.clear();
+    if (rank != 0) continue;
+    for (std::size_t m = 0; m < names.size(); ++m) {
+      std::vector<double> ratio;
+      for (int k = 0; k < rounds; ++k) ratio.push_back(t[m][k] / t[r][k]);
+      const double med = median(t[m]), bytes = results()[names[m]].bytes;
+      std::printf("%-36s %-22s %12.1f %9.2f %8.3f %7d\n", group.c_str(), names[m].substr(group.size() + 1).c_str(),
+                  med * 1e6, bytes / med * 1e-9, median(ratio), rounds);
     }
+    std::fflush(stdout);
   }
 }
 
@@ -217,11 +272,11 @@ int main(int argc, char** argv) {
     add_gather<3, 1>({64, 4096, 128});
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
-      print_ratios();
     } else {
       Silent silent;
       benchmark::RunSpecifiedBenchmarks(&silent);
     }
+    print_ratios(rank);
     std::fflush(stdout);
     benchmark::Shutdown();
   }

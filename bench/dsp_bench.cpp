@@ -47,6 +47,9 @@ struct Options {
       "  -c, --check 0|1      check every element against the reference             [1]\n"
       "  -d, --datatype T     float double int32 int64 int8 uint8                   [float]\n"
       "  -o, --op OP          alltoall | allgather | switch                         [switch]\n"
+      "                       references for the switch's shape: mpi-alltoall (raw MPI_Alltoall of\n"
+      "                       the same bytes), mpi-alltoallw (subarray datatypes, dims 0,1, float),\n"
+      "                       memcpy (of the local block)\n"
       "      --dims I,J       switch: Sharded<I> -> Sharded<J> of a rank-3 tensor   [0,1]\n"
       "      --inner N        switch: extent of the last dim                        [32]\n"
       "  -a, --agreement 0|1  dsp's cross-rank agreement check                      [1]\n"
@@ -122,6 +125,9 @@ class Runner {
   Row run(std::size_t bytes) {
     if (o_.op == "alltoall") return alltoall<T>(bytes);
     if (o_.op == "allgather") return allgather<T>(bytes);
+    if (o_.op == "mpi-alltoall") return raw<T>(bytes, false);
+    if (o_.op == "memcpy") return raw<T>(bytes, true);
+    if (o_.op == "mpi-alltoallw") return alltoallw<T>(bytes);
     return dispatch_switch<T>(bytes);
   }
 
@@ -181,6 +187,43 @@ class Runner {
       wrong = sum_wrong(wrong);
     }
     return finish(count * sizeof(T), count, t, wrong);
+  }
+
+  // References for the switch of the same shape: raw MPI_Alltoall of the
+  // same bytes, or a memcpy of the local block (not checked).
+  template <class T>
+  Row raw(std::size_t bytes, bool copy) {
+    const auto g = shape<T>(bytes);
+    const std::size_t count = g[0] * g[1] * g[2] / n_, per = count / n_;
+    std::vector<T> s(count, T(1)), r(count);
+    MPI_Datatype t;
+    MPI_Type_contiguous(sizeof(T), MPI_BYTE, &t);
+    MPI_Type_commit(&t);
+    const double time = copy ? timed([&] { std::memcpy(r.data(), s.data(), count * sizeof(T)); })
+                             : timed([&] { MPI_Alltoall(s.data(), int(per), t, r.data(), int(per), t, MPI_COMM_WORLD); });
+    MPI_Type_free(&t);
+    return finish(count * sizeof(T), count, time, -1);
+  }
+
+  // MPI_Alltoallw with subarray datatypes doing the switch (float only).
+  template <class T>
+  Row alltoallw(std::size_t bytes) {
+    if constexpr (!std::is_same_v<T, float>) {
+      throw std::runtime_error("dsp-bench: mpi-alltoallw is for -d float only");
+    } else {
+      const auto g = shape<T>(bytes);
+      using X = dsp::DistTensor<T, 3, dsp::Sharded<0>, Comm>;
+      using Y = dsp::DistTensor<T, 3, dsp::Sharded<1>, Comm>;
+      if (o_.dim_from != 0 || o_.dim_to != 1) throw std::runtime_error("dsp-bench: mpi-alltoallw does --dims 0,1 only");
+      X x(comm_, g);
+      Y y(comm_, g);
+      fill(x);
+      dsp_bench::AlltoallwSwitch w(MPI_COMM_WORLD, {g[0], g[1], g[2]}, 0, 1);
+      const double t = timed([&] { w(x.local().data(), y.local().data()); });
+      long long wrong = -1;
+      if (o_.check) wrong = sum_wrong(count_wrong(y));
+      return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong);
+    }
   }
 
   template <class T>

@@ -77,8 +77,8 @@ TEST_CASE("automatic picks from global values, so every rank picks the same") {
   CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, false) == dsp::SwitchAlgorithm::alltoallv);
   const std::size_t uneven[] = {15, 17, 8};
   CHECK(dsp::detail::choose_switch(std::span(uneven, 3), 0, 1, 2, 4, true) != dsp::SwitchAlgorithm::alltoall);
-  check<0, 1, float>({64, 1024, 32});  // 8 MiB: the pairwise path at its real size
-  check<1, 0, float>({64, 1024, 32});
+  check<0, 1, float>({64, 1024, 64});  // 16 MiB: the pairwise path at its real size
+  check<1, 0, float>({64, 1024, 64});
 }
 
 TEST_CASE("allocating calls recycle outputs nobody holds") {
@@ -128,4 +128,24 @@ TEST_CASE("streaming copies of every alignment and length") {
     all({6, 10, 5});
   }
   dsp::detail::stream_threshold() = saved;
+}
+
+TEST_CASE("gather of a dim that is not the first goes point to point when its runs are long") {
+  using X = dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, dsp::MpiCommunicator>;
+  using Y = dsp::DistTensor<std::int32_t, 3, dsp::Replicated, dsp::MpiCommunicator>;
+  const std::array<std::size_t, 3> g{4, 16, 4096};  // runs of at least 4 * 4096 * 4 bytes = 64 KiB
+  const std::size_t saved = dsp::detail::mpi_count_limit();
+  for (std::size_t limit : {saved, std::size_t(3000)}) {
+    dsp::detail::mpi_count_limit() = limit;
+    X x{world(), g};
+    fill(x);
+    const auto plan = dsp::detail::plan_gather(g, 1, world().size(), world().rank(), true, 4);
+    CHECK(plan.pairwise == (world().size() > 1));
+    Y y{world(), g};
+    dsp::gather(x, y);
+    CHECK(count_wrong(y) == 0);
+    CHECK(count_wrong(dsp::gather(x)) == 0);
+    CHECK(count_wrong(x) == 0);
+  }
+  dsp::detail::mpi_count_limit() = saved;
 }

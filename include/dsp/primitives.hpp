@@ -177,14 +177,23 @@ void run_gather(Comm comm, Signature sig, std::string err, const void* in, void*
   if (err.empty()) {
     try {
       maybe_inject_fault();
-      plan = plan_gather(global, d, n);
-      rbuf = plan.recv_into_output ? nullptr : workspace<M>(comm.id()).recv(plan.recv_elems * eb);
+      plan = plan_gather(global, d, n, p, has_exchange_runs_v<Comm>, eb);
+      if (!plan.recv_into_output && !plan.pairwise) rbuf = workspace<M>(comm.id()).recv(plan.recv_elems * eb);
     } catch (const std::exception& e) {
       sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
       err = failure_text(op_name(sig.op), p, e);
     }
   }
   agree(comm, sig, err);
+  if constexpr (has_exchange_runs_v<Comm>) {
+    if (plan.pairwise) {
+      comm.exchange_runs(in, plan.sends, out, plan.recvs, eb, [&] {
+        copy_runs(exec, out, in, eb, std::span(&plan.self, 1));
+        fence(exec);
+      });
+      return;
+    }
+  }
   fence(exec);
   if (product(global, 0, global.size()) > 0)
     comm.all_gather_v(in, plan.counts[p], plan.recv_into_output ? out : rbuf, plan.counts, plan.displs, eb);

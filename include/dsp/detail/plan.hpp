@@ -124,9 +124,9 @@ inline std::size_t min_pairwise_piece(std::span<const std::size_t> global, std::
 }
 
 /// The algorithm `automatic` resolves to, from values equal on every rank.
-/// Thresholds from bench/ (see docs/benchmarks.md): small tensors go through
-/// one equal-count all-to-all (fewest calls); large ones whose contiguous runs
-/// are long enough go pairwise (no pack, no unpack); the rest alltoallv.
+/// Thresholds from bench/ (see docs/benchmarks.md): up to 16 KiB per rank one
+/// equal-count all-to-all (fewest calls); messages of 64 KiB or more pairwise
+/// (no pack, no unpack: per-message overhead is then small); the rest alltoallv.
 inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::size_t i, std::size_t j, int size,
                                      std::size_t elem_bytes, bool has_pairwise) {
   SwitchAlgorithm a = switch_algorithm();
@@ -134,8 +134,8 @@ inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::s
   const bool equal = global[i] % n == 0 && global[j] % n == 0;
   if (a == SwitchAlgorithm::automatic) {
     const std::size_t per_rank = product(global, 0, global.size()) / n * elem_bytes;
-    if (size > 1 && equal && per_rank <= (std::size_t(64) << 10)) a = SwitchAlgorithm::alltoall;
-    else if (min_pairwise_piece(global, i, j, size) * elem_bytes >= (std::size_t(32) << 10))
+    if (size > 1 && equal && per_rank <= (std::size_t(16) << 10)) a = SwitchAlgorithm::alltoall;
+    else if (min_pairwise_piece(global, i, j, size) * elem_bytes >= (std::size_t(64) << 10))
       a = SwitchAlgorithm::pairwise;
     else a = SwitchAlgorithm::alltoallv;
   }
@@ -249,33 +249,62 @@ inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std:
   key[13] = elem_bytes;
   key[14] = has_pairwise;
   key[15] = static_cast<std::size_t>(switch_algorithm());
+  // The last plan this thread used: a steady loop finds it without a lock.
+  thread_local Key last_key{};
+  thread_local std::shared_ptr<const SwitchPlan> last_plan;
+  if (last_plan && key == last_key) return last_plan;
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
     auto it = cache.plans.find(key);
-    if (it != cache.plans.end()) return it->second;
+    if (it != cache.plans.end()) {
+      last_key = key;
+      return last_plan = it->second;
+    }
   }
   const SwitchAlgorithm a = choose_switch(global, i, j, size, elem_bytes, has_pairwise);
   auto plan = std::make_shared<const SwitchPlan>(plan_switch(global, i, j, rank, size, a));
   std::lock_guard<std::mutex> lock(cache.mutex);
   if (cache.plans.size() >= 256) cache.plans.clear();  // bound memory for programs of many shapes
-  cache.plans.emplace(std::move(key), plan);
-  return plan;
+  cache.plans.emplace(key, plan);
+  last_key = key;
+  return last_plan = plan;
 }
 
 /// A gather Sharded<d> -> Replicated on rank p of n.
+/// When the blocks do not land contiguously and the pieces are long enough
+/// (pairwise), the blocks go point to point straight into the output's runs,
+/// with no unpack; otherwise one all-gather(v) into a buffer and an unpack.
 struct GatherPlan {
   std::vector<std::size_t> counts, displs;
   std::vector<CopyTask> unpack;
   bool recv_into_output = false;
   std::size_t recv_elems = 0;
+  bool pairwise = false;
+  std::vector<PeerRuns> sends, recvs;
+  CopyTask self;
 };
 
-inline GatherPlan plan_gather(std::span<const std::size_t> global, std::size_t d, int size) {
-  const std::size_t n = static_cast<std::size_t>(size);
+inline GatherPlan plan_gather(std::span<const std::size_t> global, std::size_t d, int size, int rank = 0,
+                              bool pairwise = false, std::size_t elem_bytes = 1) {
+  const std::size_t n = static_cast<std::size_t>(size), p = static_cast<std::size_t>(rank);
   const Partition pd{global[d], n};
   const Slab g = slab(global, d);
   GatherPlan plan;
   plan.recv_into_output = g.outer <= 1;
+  // Global values only (equal on every rank): the shortest run any rank receives.
+  const std::size_t shortest = pd.count(n - 1) * g.inner * elem_bytes;
+  if (pairwise && !plan.recv_into_output && n > 1 && shortest >= (std::size_t(64) << 10) &&
+      switch_algorithm() != SwitchAlgorithm::alltoall && switch_algorithm() != SwitchAlgorithm::alltoallv) {
+    plan.pairwise = true;
+    const std::size_t mine = g.elems(pd.count(p));
+    for (std::size_t k = 1; k < n; ++k) {
+      const std::size_t to = (p + k) % n, from = (p + n - k) % n, theirs = g.elems(pd.count(from));
+      if (mine > 0) plan.sends.push_back({int(to), contiguous(0, mine), pd.count(p) * g.inner, mine});
+      if (theirs > 0) plan.recvs.push_back({int(from), g.runs(pd.offset(from), pd.count(from)), pd.count(from) * g.inner, theirs});
+    }
+    plan.self = {g.runs(pd.offset(p), pd.count(p)), contiguous(0, mine), mine};
+    return plan;
+  }
   for (std::size_t q = 0; q < n; ++q) {
     const std::size_t c = g.elems(pd.count(q));
     plan.counts.push_back(c);

@@ -51,6 +51,7 @@ template <class MemorySpace>
 struct WorkspaceRegistry {
   std::mutex mutex;
   std::map<const void*, Workspace<MemorySpace>> by_comm;
+  std::size_t generation = 1;  // changes whenever entries are dropped
 
   static WorkspaceRegistry& get() {
     static WorkspaceRegistry* r = [] {
@@ -58,6 +59,7 @@ struct WorkspaceRegistry {
       auto clear = [p] {
         std::lock_guard<std::mutex> lock(p->mutex);
         p->by_comm.clear();
+        ++p->generation;
       };
       Kokkos::push_finalize_hook(clear);
       std::lock_guard<std::mutex> lock(releasers().mutex);
@@ -71,8 +73,16 @@ struct WorkspaceRegistry {
 template <class MemorySpace>
 Workspace<MemorySpace>& workspace(const void* comm_id) {
   auto& r = WorkspaceRegistry<MemorySpace>::get();
+  // The last workspace this thread used, valid while the registry was not cleared.
+  thread_local const void* last_id = nullptr;
+  thread_local std::size_t last_generation = 0;
+  thread_local Workspace<MemorySpace>* last = nullptr;
   std::lock_guard<std::mutex> lock(r.mutex);
-  return r.by_comm[comm_id];
+  if (last && last_id == comm_id && last_generation == r.generation) return *last;
+  last = &r.by_comm[comm_id];
+  last_id = comm_id;
+  last_generation = r.generation;
+  return *last;
 }
 
 // Outputs of the allocating calls (`y = dynamic_switch<D>(x)`, `gather(x)`),

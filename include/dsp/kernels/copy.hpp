@@ -71,6 +71,10 @@ inline std::size_t& stream_threshold() {
   return bytes;
 }
 
+/// Host tasks of at most this many bytes are copied by the calling thread, not
+/// through a Kokkos kernel (whose launch and profiling hooks cost more).
+inline constexpr std::size_t kInlineCopyBytes = std::size_t(64) << 10;
+
 /// memcpy with streaming stores where the CPU has them (SSE2), memcpy elsewhere.
 /// Callers end a sequence of these with stream_fence().
 inline void stream_copy(unsigned char* dst, const unsigned char* src, std::size_t bytes) {
@@ -126,7 +130,16 @@ void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t
              src + (s.base + (k / ms) * s.stride + (k % ms) * piece) * elem_bytes, pb);
       };
       using Policy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>;
-      if (t.elems * elem_bytes >= stream_threshold()) {
+      if (t.elems * elem_bytes <= kInlineCopyBytes) {  // small: a kernel launch would cost more than the copy
+        // Walk both run patterns incrementally (no divisions per piece).
+        std::size_t dk = 0, dm = 0, sk = 0, sm = 0;
+        for (std::size_t k = 0; k < n; ++k) {
+          std::memcpy(dst + (d.base + dk * d.stride + dm * piece) * elem_bytes,
+                      src + (s.base + sk * s.stride + sm * piece) * elem_bytes, pb);
+          if (++dm == md) dm = 0, ++dk;
+          if (++sm == ms) sm = 0, ++sk;
+        }
+      } else if (t.elems * elem_bytes >= stream_threshold()) {
         Kokkos::parallel_for("dsp::copy_runs", Policy(exec, 0, n), [=](std::size_t k) {
           at(k, [](unsigned char* o, const unsigned char* i, std::size_t b) {
             stream_copy(o, i, b);
