@@ -232,7 +232,7 @@ void print_ratios(int rank) {
     for (auto& s : steps)
       for (int k = 0; k < 3; ++k) s();
     // per_round is the same on every rank (times are max-reduced): same rounds everywhere.
-    const int rounds = static_cast<int>(std::clamp(2.0 / std::max(per_round, 1e-9), 15.0, 20000.0));
+    const int rounds = static_cast<int>(std::clamp(4.0 / std::max(per_round, 1e-9), 40.0, 20000.0));
     std::vector<std::vector<double>> t(names.size());
     for (int k = 0; k < rounds; ++k)  // each round starts with another method: no fixed neighbour
       for (std::size_t q = 0; q < names.size(); ++q) {
