@@ -33,4 +33,5 @@ for op in switch mpi-alltoall mpi-alltoallw memcpy; do
 done
 echo "load after: $(uptime | sed 's/.*load average: //')" >> "$out/machine.txt"
 gnuplot bench/plot.gp
-echo "wrote $out/ and docs/benchmarks.png"
+bash bench/table.sh
+echo "wrote $out/, docs/benchmarks.png and the tables in docs/benchmarks.md"
