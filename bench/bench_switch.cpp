@@ -125,7 +125,8 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
   // Each algorithm forced, to check the automatic choice against them.
   for (auto [alg, name] : {std::pair{dsp::SwitchAlgorithm::alltoall, "dsp_force_alltoall"},
                            std::pair{dsp::SwitchAlgorithm::alltoallv, "dsp_force_alltoallv"},
-                           std::pair{dsp::SwitchAlgorithm::pairwise, "dsp_force_pairwise"}}) {
+                           std::pair{dsp::SwitchAlgorithm::pairwise, "dsp_force_pairwise"},
+                           std::pair{dsp::SwitchAlgorithm::datatypes, "dsp_force_datatypes"}}) {
     if (latency && alg == dsp::SwitchAlgorithm::pairwise) continue;
     add(group, name, bytes, [=, a = alg] {
       auto xy = tensors();

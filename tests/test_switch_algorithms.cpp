@@ -42,7 +42,8 @@ void all(const std::array<std::size_t, 3>& g) {
 }
 
 const dsp::SwitchAlgorithm kAll[] = {dsp::SwitchAlgorithm::alltoall, dsp::SwitchAlgorithm::alltoallv,
-                                     dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::automatic};
+                                     dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::datatypes,
+                                     dsp::SwitchAlgorithm::automatic};
 
 }  // namespace
 
@@ -72,12 +73,16 @@ TEST_CASE("automatic picks from global values, so every rank picks the same") {
     return dsp::detail::choose_switch(std::span(g, 3), 0, 1, n, 4, true);
   };
   CHECK(pick(small, 2) == dsp::SwitchAlgorithm::alltoall);
+  CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, true, true) == dsp::SwitchAlgorithm::pairwise);
   CHECK(pick(big, 2) == dsp::SwitchAlgorithm::pairwise);
   CHECK(pick(rows, 2) == dsp::SwitchAlgorithm::alltoallv);  // 1-element runs: packing wins
+  const std::size_t mid[] = {64, 64, 128};  // 16 KiB runs: MPI's datatype engine
+  CHECK(dsp::detail::choose_switch(std::span(mid, 3), 0, 1, 2, 4, true, true) == dsp::SwitchAlgorithm::datatypes);
+  CHECK(dsp::detail::choose_switch(std::span(mid, 3), 0, 1, 2, 4, true, false) == dsp::SwitchAlgorithm::alltoallv);
   CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, false) == dsp::SwitchAlgorithm::alltoallv);
   const std::size_t uneven[] = {15, 17, 8};
   CHECK(dsp::detail::choose_switch(std::span(uneven, 3), 0, 1, 2, 4, true) != dsp::SwitchAlgorithm::alltoall);
-  check<0, 1, float>({64, 1024, 64});  // 16 MiB: the pairwise path at its real size
+  check<0, 1, float>({64, 1024, 64});  // 16 MiB: automatic at a real size
   check<1, 0, float>({64, 1024, 64});
 }
 

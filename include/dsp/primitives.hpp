@@ -101,6 +101,13 @@ inline constexpr bool has_exchange_runs_v =
       c.exchange_runs(s, v, r, v, n, [] {});
     };
 
+/// Whether the backend offers the same exchange as one call with strided datatypes.
+template <class Comm>
+inline constexpr bool has_exchange_typed_v =
+    requires(Comm& c, const void* s, void* r, std::span<const PeerRuns> v, std::size_t n) {
+      c.exchange_runs_typed(s, v, r, v, n, [] {});
+    };
+
 template <class M, class Comm>
 void run_switch(Comm comm, Signature sig, std::string err, const void* in, void* out, std::size_t eb,
                 std::span<const std::size_t> global, std::size_t i, std::size_t j) {
@@ -113,7 +120,7 @@ void run_switch(Comm comm, Signature sig, std::string err, const void* in, void*
     try {
       maybe_inject_fault();
       if (i != j) {
-        plan = cached_switch_plan(global, i, j, p, n, eb, has_exchange_runs_v<Comm>);
+        plan = cached_switch_plan(global, i, j, p, n, eb, has_exchange_runs_v<Comm>, has_exchange_typed_v<Comm>);
         if (plan->send_elems > 0 || plan->recv_elems > 0) {
           Workspace<M>& ws = workspace<M>(comm.id());
           if (plan->send_elems > 0) sbuf = ws.send(plan->send_elems * eb);
@@ -142,6 +149,15 @@ void run_switch(Comm comm, Signature sig, std::string err, const void* in, void*
     case SwitchAlgorithm::pairwise:
       if constexpr (has_exchange_runs_v<Comm>) {
         comm.exchange_runs(in, pl.sends, out, pl.recvs, eb, [&] {
+          copy_runs(exec, out, in, eb, std::span(&pl.self, 1));
+          fence(exec);
+        });
+        return;
+      }
+      break;
+    case SwitchAlgorithm::datatypes:
+      if constexpr (has_exchange_typed_v<Comm>) {
+        comm.exchange_runs_typed(in, pl.sends, out, pl.recvs, eb, [&] {
           copy_runs(exec, out, in, eb, std::span(&pl.self, 1));
           fence(exec);
         });

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdlib>
 #include <map>
@@ -30,6 +31,9 @@ enum class SwitchAlgorithm {
   pairwise,   ///< point-to-point messages straight from the input's contiguous runs into the
               ///< output's, no pack or unpack, own chunk copied while they fly; backends without
               ///< point-to-point (exchange_runs) use alltoallv
+  datatypes,  ///< one all-to-all-w with a strided datatype per peer: the backend (MPI) packs and
+              ///< unpacks while it transfers; backends without it (exchange_runs_typed), or
+              ///< tensors whose byte offsets pass INT_MAX, use alltoallv
 };
 
 namespace detail {
@@ -40,6 +44,7 @@ inline SwitchAlgorithm& switch_algorithm_flag() {
     if (v == "alltoall") return SwitchAlgorithm::alltoall;
     if (v == "alltoallv") return SwitchAlgorithm::alltoallv;
     if (v == "pairwise") return SwitchAlgorithm::pairwise;
+    if (v == "datatypes") return SwitchAlgorithm::datatypes;
     return SwitchAlgorithm::automatic;
   }();
   return a;
@@ -124,23 +129,34 @@ inline std::size_t min_pairwise_piece(std::span<const std::size_t> global, std::
 }
 
 /// The algorithm `automatic` resolves to, from values equal on every rank.
-/// Thresholds from bench/ (see docs/benchmarks.md): up to 16 KiB per rank one
-/// equal-count all-to-all (fewest calls); messages of 64 KiB or more pairwise
-/// (no pack, no unpack: per-message overhead is then small); the rest alltoallv.
+/// Thresholds from bench/ (see docs/benchmarks.md): up to 8 KiB per rank one
+/// equal-count all-to-all (fewest calls); messages of 256 KiB or more pairwise
+/// (no copies in user space, per-message overhead small); runs of 256 bytes or
+/// more through the backend's datatypes (MPI packs while it transfers);
+/// the rest alltoallv.
 inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::size_t i, std::size_t j, int size,
-                                     std::size_t elem_bytes, bool has_pairwise) {
+                                     std::size_t elem_bytes, bool has_pairwise, bool has_datatypes = false) {
   SwitchAlgorithm a = switch_algorithm();
   const std::size_t n = static_cast<std::size_t>(size);
   const bool equal = global[i] % n == 0 && global[j] % n == 0;
+  // Rank 0 holds the largest blocks: every byte offset of every rank fits an int when its do.
+  std::vector<std::size_t> e0(global.begin(), global.end());
+  e0[i] = Partition{global[i], n}.count(0);
+  const std::size_t in0 = product(e0, 0, e0.size());
+  e0[i] = global[i];
+  e0[j] = Partition{global[j], n}.count(0);
+  const bool typed_ok = has_datatypes && std::max(in0, product(e0, 0, e0.size())) * elem_bytes <= std::size_t(INT_MAX);
   if (a == SwitchAlgorithm::automatic) {
     const std::size_t per_rank = product(global, 0, global.size()) / n * elem_bytes;
-    if (size > 1 && equal && per_rank <= (std::size_t(16) << 10)) a = SwitchAlgorithm::alltoall;
-    else if (min_pairwise_piece(global, i, j, size) * elem_bytes >= (std::size_t(64) << 10))
-      a = SwitchAlgorithm::pairwise;
+    const std::size_t piece = min_pairwise_piece(global, i, j, size) * elem_bytes;
+    if (size > 1 && equal && per_rank <= (std::size_t(8) << 10)) a = SwitchAlgorithm::alltoall;
+    else if (piece >= (std::size_t(256) << 10)) a = SwitchAlgorithm::pairwise;
+    else if (typed_ok && piece >= 256) a = SwitchAlgorithm::datatypes;
     else a = SwitchAlgorithm::alltoallv;
   }
   if (a == SwitchAlgorithm::alltoall && (!equal || size < 2)) a = SwitchAlgorithm::alltoallv;
   if (a == SwitchAlgorithm::pairwise && !has_pairwise) a = SwitchAlgorithm::alltoallv;
+  if (a == SwitchAlgorithm::datatypes && !typed_ok) a = SwitchAlgorithm::alltoallv;
   return a;
 }
 
@@ -170,7 +186,7 @@ inline SwitchPlan plan_switch(std::span<const std::size_t> global, std::size_t i
     plan.recv_elems = plan.recv_into_output ? 0 : n * plan.equal_count;
     return plan;
   }
-  if (algorithm == SwitchAlgorithm::pairwise) {
+  if (algorithm == SwitchAlgorithm::pairwise || algorithm == SwitchAlgorithm::datatypes) {
     // Message pieces: the shorter of the sender's and the receiver's runs.
     auto cut = [&](std::size_t a, std::size_t b) {  // pair sender a -> receiver b
       std::vector<std::size_t> e(global.begin(), global.end());
@@ -229,7 +245,7 @@ inline SwitchPlan plan_switch(std::span<const std::size_t> global, std::size_t i
 /// immutable and shared, so clearing the cache never invalidates one in use.
 inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std::size_t> global, std::size_t i,
                                                             std::size_t j, int rank, int size, std::size_t elem_bytes,
-                                                            bool has_pairwise) {
+                                                            bool has_pairwise, bool has_datatypes = false) {
   // A fixed-size key (no allocation per call): rank, 8 extents, then the rest.
   using Key = std::array<std::size_t, 16>;
   struct Cache {
@@ -238,7 +254,7 @@ inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std:
   };
   static Cache cache;
   if (global.size() > 8) return std::make_shared<const SwitchPlan>(
-      plan_switch(global, i, j, rank, size, choose_switch(global, i, j, size, elem_bytes, has_pairwise)));
+      plan_switch(global, i, j, rank, size, choose_switch(global, i, j, size, elem_bytes, has_pairwise, has_datatypes)));
   Key key{};
   key[0] = global.size();
   std::copy(global.begin(), global.end(), key.begin() + 1);
@@ -247,7 +263,7 @@ inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std:
   key[11] = static_cast<std::size_t>(rank);
   key[12] = static_cast<std::size_t>(size);
   key[13] = elem_bytes;
-  key[14] = has_pairwise;
+  key[14] = std::size_t(has_pairwise) | std::size_t(has_datatypes) << 1;
   key[15] = static_cast<std::size_t>(switch_algorithm());
   // The last plan this thread used: a steady loop finds it without a lock.
   thread_local Key last_key{};
@@ -261,7 +277,7 @@ inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std:
       return last_plan = it->second;
     }
   }
-  const SwitchAlgorithm a = choose_switch(global, i, j, size, elem_bytes, has_pairwise);
+  const SwitchAlgorithm a = choose_switch(global, i, j, size, elem_bytes, has_pairwise, has_datatypes);
   auto plan = std::make_shared<const SwitchPlan>(plan_switch(global, i, j, rank, size, a));
   std::lock_guard<std::mutex> lock(cache.mutex);
   if (cache.plans.size() >= 256) cache.plans.clear();  // bound memory for programs of many shapes
