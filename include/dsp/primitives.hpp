@@ -14,6 +14,7 @@
 #include <dsp/tensor.hpp>
 
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -49,17 +50,17 @@ bool overlaps(const V& a, const V& b) {
   return a0 < b0 + b.size() && b0 < a0 + a.size();
 }
 
-/// Why `y` cannot receive a transition of `x`, or "".
+/// Why `y` cannot receive a transition of `x`, or "". Builds text only on error.
 template <class X, class Y>
 std::string check_output(const char* op, const X& x, const Y& y) {
-  const std::string who = std::string(op) + " (rank " + std::to_string(x.communicator().rank()) + ")";
+  auto who = [&] { return std::string(op) + " (rank " + std::to_string(x.communicator().rank()) + ")"; };
   if (y.global_extents() != x.global_extents())
-    return who + ": the output has global extents " + text(y.global_extents()) + " but the input " +
+    return who() + ": the output has global extents " + text(y.global_extents()) + " but the input " +
            text(x.global_extents());
   if (!same_group(x.communicator(), y.communicator()))
-    return who + ": the output lives on a different communicator than the input";
+    return who() + ": the output lives on a different communicator than the input";
   if (overlaps(x.local(), y.local()))
-    return who + ": the output shares memory with the input; dsp does not work in place";
+    return who() + ": the output shares memory with the input; dsp does not work in place";
   return "";
 }
 
@@ -93,22 +94,38 @@ void fence(const Exec& exec) {
 
 // ---- type-erased engines: compiled once per (communicator, memory space) ----
 
+/// Whether the backend offers point-to-point exchange of run patterns.
+template <class Comm>
+inline constexpr bool has_exchange_runs_v =
+    requires(Comm& c, const void* s, void* r, std::span<const PeerRuns> v, std::size_t n) {
+      c.exchange_runs(s, v, r, v, n, [] {});
+    };
+
+/// Whether the backend offers the same exchange as one call with strided datatypes.
+template <class Comm>
+inline constexpr bool has_exchange_typed_v =
+    requires(Comm& c, const void* s, void* r, std::span<const PeerRuns> v, std::size_t n) {
+      c.exchange_runs_typed(s, v, r, v, n, [] {});
+    };
+
 template <class M, class Comm>
 void run_switch(Comm comm, Signature sig, std::string err, const void* in, void* out, std::size_t eb,
                 std::span<const std::size_t> global, std::size_t i, std::size_t j) {
   auto exec = execution_space_for<M>(comm);
   const int n = comm.size(), p = comm.rank();
-  SwitchPlan plan;
+  std::shared_ptr<const SwitchPlan> plan;
   unsigned char* sbuf = nullptr;
   unsigned char* rbuf = nullptr;
   if (err.empty()) {
     try {
       maybe_inject_fault();
       if (i != j) {
-        plan = plan_switch(global, i, j, p, n);
-        Workspace<M>& ws = workspace<M>(comm.id());
-        sbuf = plan.send_from_input ? nullptr : ws.send(plan.send_elems * eb);
-        rbuf = plan.recv_into_output ? nullptr : ws.recv(plan.recv_elems * eb);
+        plan = cached_switch_plan(global, i, j, p, n, eb, has_exchange_runs_v<Comm>, has_exchange_typed_v<Comm>);
+        if (plan->send_elems > 0 || plan->recv_elems > 0) {
+          Workspace<M>& ws = workspace<M>(comm.id());
+          if (plan->send_elems > 0) sbuf = ws.send(plan->send_elems * eb);
+          if (plan->recv_elems > 0) rbuf = ws.recv(plan->recv_elems * eb);
+        }
       }
     } catch (const std::exception& e) {
       sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
@@ -124,14 +141,45 @@ void run_switch(Comm comm, Signature sig, std::string err, const void* in, void*
     fence(exec);
     return;
   }
-  copy_runs(exec, sbuf, in, eb, plan.pack);
-  copy_runs(exec, out, in, eb, std::span(&plan.self, 1));
-  fence(exec);
-  if (n > 1 && product(global, 0, global.size()) > 0) {
-    comm.all_to_all_v(plan.send_from_input ? in : sbuf, plan.send_counts, plan.send_displs,
-                      plan.recv_into_output ? out : rbuf, plan.recv_counts, plan.recv_displs, eb, plan.bound);
+  const SwitchPlan& pl = *plan;
+  const bool empty = product(global, 0, global.size()) == 0;
+  const void* send = pl.send_from_input ? in : sbuf;
+  void* recv = pl.recv_into_output ? out : rbuf;
+  switch (pl.algorithm) {
+    case SwitchAlgorithm::pairwise:
+      if constexpr (has_exchange_runs_v<Comm>) {
+        comm.exchange_runs(in, pl.sends, out, pl.recvs, eb, [&] {
+          copy_runs(exec, out, in, eb, std::span(&pl.self, 1));
+          fence(exec);
+        });
+        return;
+      }
+      break;
+    case SwitchAlgorithm::datatypes:
+      if constexpr (has_exchange_typed_v<Comm>) {
+        comm.exchange_runs_typed(in, pl.sends, out, pl.recvs, eb, [&] {
+          copy_runs(exec, out, in, eb, std::span(&pl.self, 1));
+          fence(exec);
+        });
+        return;
+      }
+      break;
+    case SwitchAlgorithm::alltoall:  // own chunk included: the backend copies it
+      copy_runs(exec, sbuf, in, eb, pl.pack);
+      fence(exec);
+      if (!empty) comm.all_to_all(send, recv, pl.equal_count, eb);
+      copy_runs(exec, out, rbuf, eb, pl.unpack);
+      fence(exec);
+      return;
+    default:
+      break;
   }
-  copy_runs(exec, out, rbuf, eb, plan.unpack);
+  copy_runs(exec, sbuf, in, eb, pl.pack);
+  copy_runs(exec, out, in, eb, std::span(&pl.self, 1));
+  fence(exec);
+  if (n > 1 && !empty)
+    comm.all_to_all_v(send, pl.send_counts, pl.send_displs, recv, pl.recv_counts, pl.recv_displs, eb, pl.bound);
+  copy_runs(exec, out, rbuf, eb, pl.unpack);
   fence(exec);
 }
 
@@ -145,14 +193,23 @@ void run_gather(Comm comm, Signature sig, std::string err, const void* in, void*
   if (err.empty()) {
     try {
       maybe_inject_fault();
-      plan = plan_gather(global, d, n);
-      rbuf = plan.recv_into_output ? nullptr : workspace<M>(comm.id()).recv(plan.recv_elems * eb);
+      plan = plan_gather(global, d, n, p, has_exchange_runs_v<Comm>, eb);
+      if (!plan.recv_into_output && !plan.pairwise) rbuf = workspace<M>(comm.id()).recv(plan.recv_elems * eb);
     } catch (const std::exception& e) {
       sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
       err = failure_text(op_name(sig.op), p, e);
     }
   }
   agree(comm, sig, err);
+  if constexpr (has_exchange_runs_v<Comm>) {
+    if (plan.pairwise) {
+      comm.exchange_runs(in, plan.sends, out, plan.recvs, eb, [&] {
+        copy_runs(exec, out, in, eb, std::span(&plan.self, 1));
+        fence(exec);
+      });
+      return;
+    }
+  }
   fence(exec);
   if (product(global, 0, global.size()) > 0)
     comm.all_gather_v(in, plan.counts[p], plan.recv_into_output ? out : rbuf, plan.counts, plan.displs, eb);
@@ -160,10 +217,16 @@ void run_gather(Comm comm, Signature sig, std::string err, const void* in, void*
   fence(exec);
 }
 
+/// The output of an allocating call: a recycled block when one of these
+/// extents is idle (see OutputPool), else a new uninitialized one.
 template <class Y, class X>
 std::optional<Y> try_allocate(const X& x, Signature sig, const char* op) {
   try {
-    return Y::uninitialized(x.communicator(), x.global_extents());
+    using V = typename Y::view_type;
+    const auto& c = x.communicator();
+    const auto e = local_extents<typename Y::layout_type>(x.global_extents(), c.rank(), c.size());
+    V v = OutputPool<V>::get().get(e, [&] { return Y::uninitialized(c, x.global_extents()).local(); });
+    return Y(unchecked_t{}, c, x.global_extents(), std::move(v));
   } catch (const std::exception& e) {
     fail_everywhere(x.communicator(), sig, Status::alloc_failed, failure_text(op, x.communicator().rank(), e));
   }

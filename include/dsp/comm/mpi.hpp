@@ -2,10 +2,12 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/detail/plan.hpp>
 #include <dsp/error.hpp>
 
 #include <mpi.h>
 
+#include <array>
 #include <climits>
 #include <cstring>
 #include <map>
@@ -60,14 +62,29 @@ struct MpiState {
   int size = 1;
   std::mutex types_mutex;
   std::map<std::size_t, MPI_Datatype> types;
+  std::vector<MPI_Request> requests;  // reused by exchange_runs: no allocation once warm
+  std::map<std::array<std::size_t, 3>, MPI_Datatype> strided;  // (runs, run bytes, stride bytes)
+  std::vector<int> w_counts, w_rcounts, w_sdispls, w_rdispls;                 // reused by exchange_runs_typed
+  std::vector<MPI_Datatype> w_stypes, w_rtypes;
 
   ~MpiState() {
     if (!mpi_is_live()) return;  // MPI_Finalize already released everything
     for (auto& [bytes, t] : types) MPI_Type_free(&t);
+    for (auto& [key, t] : strided) MPI_Type_free(&t);
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
   }
 
   MPI_Datatype type(std::size_t elem_bytes) {
+    // Predefined types where the size allows: MPI copies them on its fastest
+    // paths (a derived contiguous type of bytes may go through its packing
+    // engine). Only sizes matter here: dsp moves elements as bytes.
+    switch (elem_bytes) {
+      case 1: return MPI_BYTE;
+      case 2: return MPI_UINT16_T;
+      case 4: return MPI_UINT32_T;
+      case 8: return MPI_UINT64_T;
+      default: break;
+    }
     std::lock_guard<std::mutex> lock(types_mutex);
     auto it = types.find(elem_bytes);
     if (it != types.end()) return it->second;
@@ -80,6 +97,19 @@ struct MpiState {
     return t;
   }
 };
+
+/// The runs of a PeerRuns as one MPI datatype (cached per shape).
+inline MPI_Datatype strided_type(MpiState& st, const PeerRuns& pr, std::size_t elem) {
+  const std::array<std::size_t, 3> key{pr.elems / pr.runs.len, pr.runs.len * elem, pr.runs.stride * elem};
+  auto it = st.strided.find(key);
+  if (it != st.strided.end()) return it->second;
+  MPI_Datatype t;
+  DSP_CHECK_MPI(MPI_Type_create_hvector(static_cast<int>(key[0]), static_cast<int>(key[1]),
+                                        static_cast<MPI_Aint>(key[2]), MPI_BYTE, &t));
+  DSP_CHECK_MPI(MPI_Type_commit(&t));
+  st.strided.emplace(key, t);
+  return t;
+}
 
 inline bool fits_mpi(std::size_t v) { return v <= mpi_count_limit(); }
 inline bool fits_mpi(std::span<const std::size_t> v) {
@@ -155,6 +185,74 @@ class BasicMpiCommunicator {
       return;
     }
     point_to_point(s, sc, sd, r, rc, rd, elem);
+  }
+
+  /// Point-to-point exchange of run patterns (dsp's pairwise switch): every
+  /// peer's chunk goes as consecutive messages of `piece` elements (split
+  /// further at mpi_count_limit()), straight from the runs of `s` into the runs
+  /// of `r`; `local()` runs while the messages fly. Both sides of a pair cut a
+  /// chunk the same way, and messages of one pair keep their order.
+  template <class Local>
+  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+    std::vector<MPI_Request>& req = state_->requests;
+    req.clear();
+    MPI_Datatype t = state_->type(elem);
+    const std::size_t lim = detail::mpi_count_limit();
+    auto each = [lim](const detail::PeerRuns& pr, auto&& post) {
+      for (std::size_t e = 0; e < pr.elems; e += pr.piece) {
+        const std::size_t at = pr.runs.base + (e / pr.runs.len) * pr.runs.stride + e % pr.runs.len;
+        for (std::size_t done = 0; done < pr.piece; done += lim) post(at + done, std::min(lim, pr.piece - done));
+      }
+    };
+    try {
+      for (const auto& pr : recvs)
+        each(pr, [&](std::size_t at, std::size_t n) { post_recv(req, static_cast<char*>(r) + at * elem, n, t, pr.peer); });
+      for (const auto& pr : sends)
+        each(pr, [&](std::size_t at, std::size_t n) {
+          post_send(req, static_cast<const char*>(s) + at * elem, n, t, pr.peer);
+        });
+      local();
+    } catch (...) {
+      for (MPI_Request& q : req)
+        if (q != MPI_REQUEST_NULL) {
+          MPI_Cancel(&q);
+          MPI_Request_free(&q);
+        }
+      req.clear();
+      throw;
+    }
+    wait_all(req);
+  }
+
+  /// The exchange of exchange_runs as one MPI_Alltoallw with a strided
+  /// datatype per peer: MPI packs and unpacks while it transfers. The caller
+  /// guarantees (from values equal on all ranks) that every byte offset and
+  /// run fits MPI's int. `local()` runs before the exchange.
+  template <class Local>
+  void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                           std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+    detail::MpiState& st = *state_;
+    const std::size_t n = static_cast<std::size_t>(size());
+    st.w_counts.assign(n, 0);  // counts are 0 or 1: one datatype covers a peer's chunk
+    st.w_rcounts.assign(n, 0);
+    st.w_sdispls.assign(n, 0);
+    st.w_rdispls.assign(n, 0);
+    st.w_stypes.assign(n, MPI_BYTE);
+    st.w_rtypes.assign(n, MPI_BYTE);
+    for (const auto& pr : sends) {
+      st.w_counts[pr.peer] = 1;
+      st.w_sdispls[pr.peer] = static_cast<int>(pr.runs.base * elem);
+      st.w_stypes[pr.peer] = detail::strided_type(st, pr, elem);
+    }
+    for (const auto& pr : recvs) {
+      st.w_rcounts[pr.peer] = 1;
+      st.w_rdispls[pr.peer] = static_cast<int>(pr.runs.base * elem);
+      st.w_rtypes[pr.peer] = detail::strided_type(st, pr, elem);
+    }
+    local();
+    DSP_CHECK_MPI(MPI_Alltoallw(s, st.w_counts.data(), st.w_sdispls.data(), st.w_stypes.data(), r, st.w_rcounts.data(),
+                                st.w_rdispls.data(), st.w_rtypes.data(), st.comm));
   }
 
   void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {

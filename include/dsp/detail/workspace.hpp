@@ -3,12 +3,26 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dsp::detail {
+
+// What dsp::release_workspaces() calls: one entry per registry and pool.
+struct Releasers {
+  std::mutex mutex;
+  std::vector<std::function<void()>> all;
+};
+inline Releasers& releasers() {
+  static Releasers r;
+  return r;
+}
 
 // Grow-only send and receive buffers. A steady loop of equal-shaped calls
 // allocates once and then never again.
@@ -37,14 +51,19 @@ template <class MemorySpace>
 struct WorkspaceRegistry {
   std::mutex mutex;
   std::map<const void*, Workspace<MemorySpace>> by_comm;
+  std::size_t generation = 1;  // changes whenever entries are dropped
 
   static WorkspaceRegistry& get() {
     static WorkspaceRegistry* r = [] {
       auto* p = new WorkspaceRegistry;
-      Kokkos::push_finalize_hook([p] {
+      auto clear = [p] {
         std::lock_guard<std::mutex> lock(p->mutex);
         p->by_comm.clear();
-      });
+        ++p->generation;
+      };
+      Kokkos::push_finalize_hook(clear);
+      std::lock_guard<std::mutex> lock(releasers().mutex);
+      releasers().all.push_back(clear);
       return p;
     }();
     return *r;
@@ -54,9 +73,76 @@ struct WorkspaceRegistry {
 template <class MemorySpace>
 Workspace<MemorySpace>& workspace(const void* comm_id) {
   auto& r = WorkspaceRegistry<MemorySpace>::get();
+  // The last workspace this thread used, valid while the registry was not cleared.
+  thread_local const void* last_id = nullptr;
+  thread_local std::size_t last_generation = 0;
+  thread_local Workspace<MemorySpace>* last = nullptr;
   std::lock_guard<std::mutex> lock(r.mutex);
-  return r.by_comm[comm_id];
+  if (last && last_id == comm_id && last_generation == r.generation) return *last;
+  last = &r.by_comm[comm_id];
+  last_id = comm_id;
+  last_generation = r.generation;
+  return *last;
 }
+
+// Outputs of the allocating calls (`y = dynamic_switch<D>(x)`, `gather(x)`),
+// recycled: the pool keeps a reference to each view it hands out, and a view
+// whose only reference is the pool's (the caller dropped or overwrote it) is
+// handed out again for the next request of the same extents. A steady loop
+// then allocates, page-faults and zero-fills nothing. At most kKeep views per
+// view type are kept; all are released at Kokkos::finalize.
+template <class View>
+class OutputPool {
+ public:
+  static constexpr std::size_t kKeep = 4;
+  static constexpr std::size_t R = View::rank;
+
+  template <class Make>
+  View get(const std::array<std::size_t, R>& e, Make&& make) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [ext, v] : views_)
+        if (ext == e && v.use_count() == 1) return v;
+    }
+    View v = make();  // may throw; nothing held yet
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (views_.size() >= kKeep) {  // drop an idle view, else keep the new one untracked
+      for (auto it = views_.begin(); it != views_.end(); ++it)
+        if (it->second.use_count() == 1) {
+          views_.erase(it);
+          break;
+        }
+    }
+    if (views_.size() < kKeep) views_.emplace_back(e, v);
+    return v;
+  }
+  std::size_t idle_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t b = 0;
+    for (auto& [ext, v] : views_)
+      if (v.use_count() == 1) b += v.span() * sizeof(typename View::value_type);
+    return b;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    views_.clear();
+  }
+
+  static OutputPool& get() {
+    static OutputPool* p = [] {
+      auto* q = new OutputPool;
+      Kokkos::push_finalize_hook([q] { q->clear(); });
+      std::lock_guard<std::mutex> lock(releasers().mutex);
+      releasers().all.push_back([q] { q->clear(); });
+      return q;
+    }();
+    return *p;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::pair<std::array<std::size_t, R>, View>> views_;
+};
 
 }  // namespace dsp::detail
 
@@ -71,6 +157,17 @@ std::size_t workspace_bytes(const Comm& comm) {
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.by_comm.find(comm.id());
   return it == r.by_comm.end() ? 0 : it->second.bytes();
+}
+
+/// Frees every cached communication workspace and every recycled output of
+/// the allocating calls (dsp::dynamic_switch(x), dsp::gather(x)) that no
+/// tensor uses any more; the next call allocates again. Local, not
+/// collective. Call it between phases to return memory; not needed before
+/// Kokkos::finalize, which releases them.
+inline void release_workspaces() {
+  auto& r = detail::releasers();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto& f : r.all) f();
 }
 
 }  // namespace dsp

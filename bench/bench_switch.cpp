@@ -1,0 +1,288 @@
+// dsp's benchmark suite (Google Benchmark, custom MPI main).
+//
+// For each shape, in one run: dsp's dynamic_switch into an existing output,
+// raw MPI_Alltoall of the same bytes, MPI_Alltoallw with subarray datatypes,
+// FFTW-MPI's transpose (where the switch is a 2-D transpose), memcpy of the
+// local block; gather (into and allocating) against raw MPI_Allgather; and the
+// latency of a switch of a few KiB with the agreement check on and off.
+//
+// Every iteration is timed on every rank between a barrier and an
+// MPI_Allreduce(MAX): the reported time is the slowest rank's, identical on
+// all ranks, so Google Benchmark picks the same iteration count everywhere.
+// Only rank 0 prints. Then every group runs again with its methods
+// interleaved, one iteration each per round, and rank 0 prints the median over
+// rounds of each method's time divided by the reference's (MPI_Alltoall, or
+// MPI_Allgather for gather) in the same round. --benchmark_filter also limits
+// the ratio table to the groups it selects.
+#include "common.hpp"
+
+#include <benchmark/benchmark.h>
+#include <fftw3-mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Comm = dsp::MpiCommunicator;
+using dsp_bench::median;
+using dsp_bench::time_max;
+
+MPI_Comm world() { return MPI_COMM_WORLD; }
+Comm& comm() {
+  static Comm c{MPI_COMM_WORLD};
+  return c;
+}
+
+struct Result {
+  double median_s = 0;
+  double bytes = 0;
+};
+std::map<std::string, Result>& results() {
+  static std::map<std::string, Result> r;
+  return r;
+}
+std::vector<std::string>& order() {
+  static std::vector<std::string> o;
+  return o;
+}
+using Make = std::function<std::function<void()>()>;
+std::map<std::string, Make>& makers() {
+  static std::map<std::string, Make> m;
+  return m;
+}
+
+std::string shape_text(const std::vector<std::size_t>& g) {
+  std::string t = "[";
+  for (std::size_t d = 0; d < g.size(); ++d) t += (d ? "," : "") + std::to_string(g[d]);
+  return t + "]";
+}
+
+/// Registers one benchmark; `bytes` is what one rank moves (its local block).
+/// `make` runs once per benchmark run and returns the timed step.
+void add(const std::string& group, const std::string& method, double bytes,
+         std::function<std::function<void()>()> make) {
+  const std::string name = group + "/" + method;
+  if (std::find(order().begin(), order().end(), group) == order().end()) order().push_back(group);
+  makers()[name] = make;
+  benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+    auto step = make();
+    for (int k = 0; k < 3; ++k) step();  // warm: workspaces, plans, recycled outputs, first touch
+    std::vector<double> t;
+    for (auto _ : st) {
+      const double s = time_max(world(), step);
+      st.SetIterationTime(s);
+      t.push_back(s);
+    }
+    const double m = median(t);
+    st.counters["med_us"] = m * 1e6;
+    st.counters["GB/s"] = m > 0 ? bytes / m * 1e-9 : 0;
+    results()[name] = {m, bytes};
+  })->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+template <std::size_t R>
+std::array<std::size_t, R> to_array(const std::vector<std::size_t>& v) {
+  std::array<std::size_t, R> a{};
+  for (std::size_t d = 0; d < R; ++d) a[d] = v[d];
+  return a;
+}
+
+template <std::size_t R, std::size_t I, std::size_t J>
+void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
+  using X = dsp::DistTensor<float, R, dsp::Sharded<I>, Comm>;
+  using Y = dsp::DistTensor<float, R, dsp::Sharded<J>, Comm>;
+  const int n = comm().size();
+  const auto ext = to_array<R>(g);
+  std::size_t total = 1;
+  for (auto e : g) total *= e;
+  const std::string group = std::string(latency ? "latency" : "switch") + "/" + shape_text(g) + "/" +
+                            std::to_string(I) + "->" + std::to_string(J) + "/np" + std::to_string(n);
+  // local block of rank 0 (the largest); equal on every rank for the named shapes
+  const std::size_t local = X(comm(), ext).local_size();
+  const double bytes = double(local) * sizeof(float);
+
+  auto tensors = [ext] { return std::make_shared<std::pair<X, Y>>(X(comm(), ext), Y(comm(), ext)); };
+  if (latency) {
+    add(group, "dsp_check_off", bytes, [=] {
+      auto xy = tensors();
+      return [xy] {
+        dsp::set_agreement_checks(false);
+        dsp::dynamic_switch<J>(xy->first, xy->second);
+        dsp::set_agreement_checks(true);
+      };
+    });
+  }
+  add(group, "dsp", bytes, [=] {
+    auto xy = tensors();
+    return [xy] { dsp::dynamic_switch<J>(xy->first, xy->second); };
+  });
+  // Each algorithm forced, to check the automatic choice against them.
+  for (auto [alg, name] : {std::pair{dsp::SwitchAlgorithm::alltoall, "dsp_force_alltoall"},
+                           std::pair{dsp::SwitchAlgorithm::alltoallv, "dsp_force_alltoallv"},
+                           std::pair{dsp::SwitchAlgorithm::pairwise, "dsp_force_pairwise"},
+                           std::pair{dsp::SwitchAlgorithm::datatypes, "dsp_force_datatypes"}}) {
+    if (latency && alg == dsp::SwitchAlgorithm::pairwise) continue;
+    add(group, name, bytes, [=, a = alg] {
+      auto xy = tensors();
+      return [xy, a] {
+        dsp::set_switch_algorithm(a);
+        dsp::dynamic_switch<J>(xy->first, xy->second);
+        dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+      };
+    });
+  }
+  if (!latency) {
+    add(group, "dsp_alloc", bytes, [=] {
+      auto xy = tensors();
+      return [xy] { xy->second = dsp::dynamic_switch<J>(xy->first); };
+    });
+  }
+  add(group, "MPI_Alltoall", bytes, [=] {
+    auto in = std::make_shared<std::vector<float>>(local, 1.f), out = std::make_shared<std::vector<float>>(local);
+    const int cnt = static_cast<int>(local / n);
+    return [in, out, cnt] { MPI_Alltoall(in->data(), cnt, MPI_FLOAT, out->data(), cnt, MPI_FLOAT, world()); };
+  });
+  if (latency) return;
+  add(group, "MPI_Alltoallw", bytes, [=] {
+    auto xy = tensors();
+    auto w = std::make_shared<dsp_bench::AlltoallwSwitch>(world(), g, int(I), int(J));
+    return [xy, w] { (*w)(xy->first.local().data(), xy->second.local().data()); };
+  });
+  if constexpr (R == 3 && I == 0 && J == 1) {
+    add(group, "FFTW_MPI_transpose", bytes, [=] {
+      const ptrdiff_t howmany = static_cast<ptrdiff_t>(g[2]);
+      auto in = std::shared_ptr<float>(fftwf_alloc_real(local), fftwf_free);
+      auto out = std::shared_ptr<float>(fftwf_alloc_real(local), fftwf_free);
+      std::fill(in.get(), in.get() + local, 1.f);
+      fftwf_plan plan = fftwf_mpi_plan_many_transpose(
+          static_cast<ptrdiff_t>(g[0]), static_cast<ptrdiff_t>(g[1]), howmany, FFTW_MPI_DEFAULT_BLOCK,
+          FFTW_MPI_DEFAULT_BLOCK, in.get(), out.get(), world(), FFTW_ESTIMATE);
+      auto p = std::shared_ptr<fftwf_plan_s>(plan, fftwf_destroy_plan);
+      return [p, in, out] { fftwf_execute(p.get()); };
+    });
+  }
+  add(group, "memcpy", bytes, [=] {
+    auto in = std::make_shared<std::vector<float>>(local, 1.f), out = std::make_shared<std::vector<float>>(local);
+    return [in, out] { std::memcpy(out->data(), in->data(), in->size() * sizeof(float)); };
+  });
+}
+
+template <std::size_t R, std::size_t D>
+void add_gather(const std::vector<std::size_t>& g) {
+  using X = dsp::DistTensor<float, R, dsp::Sharded<D>, Comm>;
+  using Y = dsp::DistTensor<float, R, dsp::Replicated, Comm>;
+  const int n = comm().size();
+  const auto ext = to_array<R>(g);
+  const std::string group = "gather/" + shape_text(g) + "/" + std::to_string(D) + "/np" + std::to_string(n);
+  const std::size_t local = X(comm(), ext).local_size();
+  const double bytes = double(local) * n * sizeof(float);  // what each rank ends up holding
+  add(group, "dsp", bytes, [=] {
+    auto x = std::make_shared<X>(comm(), ext);
+    auto y = std::make_shared<Y>(comm(), ext);
+    return [x, y] { dsp::gather(*x, *y); };
+  });
+  add(group, "dsp_alloc", bytes, [=] {
+    auto x = std::make_shared<X>(comm(), ext);
+    auto y = std::make_shared<Y>(comm(), ext);
+    return [x, y] { *y = dsp::gather(*x); };
+  });
+  add(group, "MPI_Allgather", bytes, [=] {
+    auto in = std::make_shared<std::vector<float>>(local, 1.f);
+    auto out = std::make_shared<std::vector<float>>(local * n);
+    const int cnt = static_cast<int>(local);
+    return [in, out, cnt] { MPI_Allgather(in->data(), cnt, MPI_FLOAT, out->data(), cnt, MPI_FLOAT, world()); };
+  });
+}
+
+// Only rank 0 prints; the others run the same benchmarks silently.
+class Silent : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+// The ratios: every method of a group and its reference run in turns, one
+// iteration each, for the same rounds on every rank; the reported ratio is the
+// median over rounds of (method / reference) in the same round, so slow drifts
+// of a shared machine's load cancel.
+void print_ratios(int rank) {
+  if (rank == 0)
+    std::printf("\nratios: median over interleaved rounds of (method time / reference time in the same round)\n"
+                "%-36s %-22s %12s %9s %8s %7s\n", "case", "method", "median_us", "GB/s", "ratio", "rounds");
+  for (const std::string& group : order()) {
+    const bool gather = group.rfind("gather", 0) == 0;
+    const std::string ref = group + (gather ? "/MPI_Allgather" : "/MPI_Alltoall");
+    if (!results().count(ref)) continue;  // not selected by --benchmark_filter
+    std::vector<std::string> names;
+    std::vector<std::function<void()>> steps;
+    double per_round = 0;
+    for (const auto& [name, make] : makers())
+      if (name.rfind(group + "/", 0) == 0 && results().count(name)) {
+        names.push_back(name);
+        steps.push_back(make());
+        per_round += results().count(name) ? results()[name].median_s : 1e-3;
+      }
+    const std::size_t r = std::find(names.begin(), names.end(), ref) - names.begin();
+    if (r == names.size() || !results().count(ref)) continue;  // not selected by --benchmark_filter
+    for (auto& s : steps)
+      for (int k = 0; k < 3; ++k) s();
+    // per_round is the same on every rank (times are max-reduced): same rounds everywhere.
+    const int rounds = static_cast<int>(std::clamp(4.0 / std::max(per_round, 1e-9), 40.0, 20000.0));
+    std::vector<std::vector<double>> t(names.size());
+    for (int k = 0; k < rounds; ++k)  // each round starts with another method: no fixed neighbour
+      for (std::size_t q = 0; q < names.size(); ++q) {
+        const std::size_t m = (q + k) % names.size();
+        t[m].push_back(time_max(world(), steps[m]));
+      }
+    steps.clear();
+    if (rank != 0) continue;
+    for (std::size_t m = 0; m < names.size(); ++m) {
+      std::vector<double> ratio;
+      for (int k = 0; k < rounds; ++k) ratio.push_back(t[m][k] / t[r][k]);
+      const double med = median(t[m]), bytes = results()[names[m]].bytes;
+      std::printf("%-36s %-22s %12.1f %9.2f %8.3f %7d\n", group.c_str(), names[m].substr(group.size() + 1).c_str(),
+                  med * 1e6, bytes / med * 1e-9, median(ratio), rounds);
+    }
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  fftwf_mpi_init();
+  Kokkos::initialize(argc, argv);
+  {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    benchmark::Initialize(&argc, argv);
+    add_switch<3, 0, 1>({64, 4096, 128});
+    add_switch<3, 1, 0>({64, 4096, 128});
+    add_switch<3, 0, 1>({256, 1024, 64});
+    add_switch<3, 1, 0>({256, 1024, 64});
+    add_switch<4, 1, 2>({4, 64, 1024, 128});
+    add_switch<3, 0, 1>({16, 16, 8}, true);  // 8 KiB in all: 4 KiB per rank at 2 ranks
+    add_gather<3, 0>({64, 4096, 128});
+    add_gather<3, 1>({64, 4096, 128});
+    if (rank == 0) {
+      benchmark::RunSpecifiedBenchmarks();
+    } else {
+      Silent silent;
+      benchmark::RunSpecifiedBenchmarks(&silent);
+    }
+    print_ratios(rank);
+    std::fflush(stdout);
+    benchmark::Shutdown();
+  }
+  Kokkos::finalize();
+  fftwf_mpi_cleanup();
+  MPI_Finalize();
+  return 0;
+}

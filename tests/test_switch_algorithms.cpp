@@ -1,0 +1,156 @@
+// Every switch algorithm (alltoall, alltoallv, pairwise, automatic) against
+// the serial reference on random shapes, also with MPI's count limit lowered
+// so messages split; the recycled outputs of allocating calls; streaming copies.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+using namespace dsp_test;
+
+namespace {
+
+struct Algorithm {
+  dsp::SwitchAlgorithm saved = dsp::switch_algorithm();
+  explicit Algorithm(dsp::SwitchAlgorithm a) { dsp::set_switch_algorithm(a); }
+  ~Algorithm() { dsp::set_switch_algorithm(saved); }
+};
+
+template <std::size_t I, std::size_t J, class T = std::int32_t>
+void check(const std::array<std::size_t, 3>& g) {
+  using X = dsp::DistTensor<T, 3, dsp::Sharded<I>, dsp::MpiCommunicator>;
+  using Y = dsp::DistTensor<T, 3, dsp::Sharded<J>, dsp::MpiCommunicator>;
+  INFO("switch ", I, " -> ", J, " of ", dsp::detail::text(g));
+  X x{world(), g};
+  fill(x);
+  Y y{world(), g};
+  dsp::dynamic_switch<J>(x, y);
+  CHECK(count_wrong(y) == 0);
+  CHECK(count_wrong(x) == 0);
+  Y z = dsp::dynamic_switch<J>(x);
+  CHECK(count_wrong(z) == 0);
+}
+
+void all(const std::array<std::size_t, 3>& g) {
+  check<0, 1>(g);
+  check<1, 0>(g);
+  check<0, 2>(g);
+  check<2, 0>(g);
+  check<1, 2>(g);
+  check<2, 1>(g);
+}
+
+const dsp::SwitchAlgorithm kAll[] = {dsp::SwitchAlgorithm::alltoall, dsp::SwitchAlgorithm::alltoallv,
+                                     dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::datatypes,
+                                     dsp::SwitchAlgorithm::automatic};
+
+}  // namespace
+
+TEST_CASE("every switch algorithm matches the reference on random shapes") {
+  for (auto a : kAll) {
+    Algorithm use(a);
+    CAPTURE(static_cast<int>(a));
+    std::mt19937 rng(7);
+    for (int t = 0; t < 6; ++t) all(random_extents<3>(rng));
+    all({8, 12, 4});  // divisible by 1, 2, 4: the equal-count path
+    all({0, 5, 3});
+  }
+}
+
+TEST_CASE("pairwise messages split at MPI's count limit and keep their order") {
+  Algorithm use(dsp::SwitchAlgorithm::pairwise);
+  const std::size_t saved = dsp::detail::mpi_count_limit();
+  dsp::detail::mpi_count_limit() = 5;
+  all({7, 9, 6});
+  all({12, 8, 4});
+  dsp::detail::mpi_count_limit() = saved;
+}
+
+TEST_CASE("automatic picks from global values, so every rank picks the same") {
+  const std::size_t big[] = {64, 4096, 128}, small[] = {16, 16, 8}, rows[] = {4096, 4096, 1};
+  const auto pick = [](const std::size_t* g, int n) {
+    return dsp::detail::choose_switch(std::span(g, 3), 0, 1, n, 4, true);
+  };
+  CHECK(pick(small, 2) == dsp::SwitchAlgorithm::alltoall);
+  CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, true, true) == dsp::SwitchAlgorithm::pairwise);
+  CHECK(pick(big, 2) == dsp::SwitchAlgorithm::pairwise);
+  CHECK(pick(rows, 2) == dsp::SwitchAlgorithm::alltoallv);  // 1-element runs: packing wins
+  const std::size_t mid[] = {64, 64, 128};  // 16 KiB runs: MPI's datatype engine
+  CHECK(dsp::detail::choose_switch(std::span(mid, 3), 0, 1, 2, 4, true, true) == dsp::SwitchAlgorithm::datatypes);
+  CHECK(dsp::detail::choose_switch(std::span(mid, 3), 0, 1, 2, 4, true, false) == dsp::SwitchAlgorithm::alltoallv);
+  CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, false) == dsp::SwitchAlgorithm::alltoallv);
+  const std::size_t uneven[] = {15, 17, 8};
+  CHECK(dsp::detail::choose_switch(std::span(uneven, 3), 0, 1, 2, 4, true) != dsp::SwitchAlgorithm::alltoall);
+  check<0, 1, float>({64, 1024, 64});  // 16 MiB: automatic at a real size
+  check<1, 0, float>({64, 1024, 64});
+}
+
+TEST_CASE("allocating calls recycle outputs nobody holds") {
+  using X = dsp::DistTensor<std::int32_t, 3, dsp::Sharded<0>, dsp::MpiCommunicator>;
+  using Y = dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, dsp::MpiCommunicator>;
+  X x{world(), {9, 10, 3}};
+  fill(x);
+  std::vector<const void*> seen;
+  Y y = dsp::dynamic_switch<1>(x);
+  for (int k = 0; k < 6; ++k) {
+    y = dsp::dynamic_switch<1>(x);  // the previous output is still held during the call
+    CHECK(count_wrong(y) == 0);
+    seen.push_back(y.local().data());
+  }
+  if (y.local_size() > 0) {
+    CHECK(seen[2] == seen[4]);  // steady state: two blocks alternate, no new allocation
+    CHECK(seen[3] == seen[5]);
+    CHECK(seen[4] != seen[5]);
+  }
+  Y held = y;  // a held output is never handed out again
+  Y other = dsp::dynamic_switch<1>(x);
+  CHECK((y.local_size() == 0 || other.local().data() != held.local().data()));
+  CHECK(count_wrong(held) == 0);
+  auto r = dsp::gather(x);
+  CHECK(count_wrong(r) == 0);
+  dsp::release_workspaces();
+  CHECK(dsp::workspace_bytes(world()) == 0);
+  auto again = dsp::gather(x);
+  CHECK(count_wrong(again) == 0);
+}
+
+TEST_CASE("streaming copies of every alignment and length") {
+  std::vector<unsigned char> src(1000), dst(1100);
+  for (std::size_t k = 0; k < src.size(); ++k) src[k] = static_cast<unsigned char>(k * 31 + 7);
+  for (std::size_t off : {0, 1, 7, 15, 16})
+    for (std::size_t len : {0, 1, 63, 64, 65, 200, 999 - 16}) {
+      std::fill(dst.begin(), dst.end(), 0);
+      dsp::detail::stream_copy(dst.data() + off, src.data() + 1, len);
+      dsp::detail::stream_fence();
+      CHECK(std::equal(src.begin() + 1, src.begin() + 1 + len, dst.begin() + off));
+      CHECK(dst[off + len] == 0);
+    }
+  const std::size_t saved = dsp::detail::stream_threshold();
+  dsp::detail::stream_threshold() = 1;  // every pack and unpack streams
+  {
+    Algorithm use(dsp::SwitchAlgorithm::alltoallv);
+    all({6, 10, 5});
+  }
+  dsp::detail::stream_threshold() = saved;
+}
+
+TEST_CASE("gather of a dim that is not the first goes point to point when its runs are long") {
+  using X = dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, dsp::MpiCommunicator>;
+  using Y = dsp::DistTensor<std::int32_t, 3, dsp::Replicated, dsp::MpiCommunicator>;
+  const std::array<std::size_t, 3> g{4, 16, 4096};  // runs of at least 4 * 4096 * 4 bytes = 64 KiB
+  const std::size_t saved = dsp::detail::mpi_count_limit();
+  for (std::size_t limit : {saved, std::size_t(3000)}) {
+    dsp::detail::mpi_count_limit() = limit;
+    X x{world(), g};
+    fill(x);
+    const auto plan = dsp::detail::plan_gather(g, 1, world().size(), world().rank(), true, 4);
+    CHECK(plan.pairwise == (world().size() > 1));
+    Y y{world(), g};
+    dsp::gather(x, y);
+    CHECK(count_wrong(y) == 0);
+    CHECK(count_wrong(dsp::gather(x)) == 0);
+    CHECK(count_wrong(x) == 0);
+  }
+  dsp::detail::mpi_count_limit() = saved;
+}
