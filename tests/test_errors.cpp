@@ -436,3 +436,16 @@ TEST_CASE("distribute: roots that disagree raise on every rank") {
   CHECK(e.find("root ranks disagree") != std::string::npos);
   communicator_still_works();
 }
+
+TEST_CASE("ranks that force different switch algorithms raise on every rank instead of hanging") {
+  if (size() == 1) return;
+  X0 x{world(), {64, 64, 4}};  // 64 KiB: long enough runs that every algorithm applies
+  fill(x);
+  const auto saved = dsp::switch_algorithm();
+  dsp::set_switch_algorithm(rank() == 0 ? dsp::SwitchAlgorithm::alltoallv : dsp::SwitchAlgorithm::pairwise);
+  const std::string e = error_of([&] { dsp::dynamic_switch<1>(x); });
+  dsp::set_switch_algorithm(saved);
+  CHECK(e.find("different communication algorithms") != std::string::npos);
+  CHECK(count_wrong(x) == 0);
+  communicator_still_works();
+}

@@ -92,6 +92,18 @@ void fence(const Exec& exec) {
   exec.fence();
 }
 
+/// True for backends whose collectives are ordered on the kernels' stream (NCCL).
+template <class Comm>
+inline constexpr bool stream_ordered_v = requires { requires Comm::stream_ordered; };
+
+/// The fence between a step that writes a buffer and the collective that
+/// reads it: needed when the collective is issued from the host (MPI), not
+/// when it is ordered on the same stream as the kernels.
+template <class Comm, class Exec>
+void fence_before_transfer(const Exec& exec) {
+  if constexpr (!stream_ordered_v<Comm>) exec.fence();
+}
+
 // ---- type-erased engines: compiled once per (communicator, memory space) ----
 
 /// Whether the backend offers point-to-point exchange of run patterns.
@@ -121,6 +133,7 @@ void run_switch(Comm comm, Signature sig, std::string err, const void* in, void*
       maybe_inject_fault();
       if (i != j) {
         plan = cached_switch_plan(global, i, j, p, n, eb, has_exchange_runs_v<Comm>, has_exchange_typed_v<Comm>);
+        sig.algorithm = 1 + static_cast<std::uint32_t>(plan->algorithm);
         if (plan->send_elems > 0 || plan->recv_elems > 0) {
           Workspace<M>& ws = workspace<M>(comm.id());
           if (plan->send_elems > 0) sbuf = ws.send(plan->send_elems * eb);
@@ -166,7 +179,7 @@ void run_switch(Comm comm, Signature sig, std::string err, const void* in, void*
       break;
     case SwitchAlgorithm::alltoall:  // own chunk included: the backend copies it
       copy_runs(exec, sbuf, in, eb, pl.pack);
-      fence(exec);
+      fence_before_transfer<Comm>(exec);
       if (!empty) comm.all_to_all(send, recv, pl.equal_count, eb);
       copy_runs(exec, out, rbuf, eb, pl.unpack);
       fence(exec);
@@ -176,7 +189,7 @@ void run_switch(Comm comm, Signature sig, std::string err, const void* in, void*
   }
   copy_runs(exec, sbuf, in, eb, pl.pack);
   copy_runs(exec, out, in, eb, std::span(&pl.self, 1));
-  fence(exec);
+  fence_before_transfer<Comm>(exec);
   if (n > 1 && !empty)
     comm.all_to_all_v(send, pl.send_counts, pl.send_displs, recv, pl.recv_counts, pl.recv_displs, eb, pl.bound);
   copy_runs(exec, out, rbuf, eb, pl.unpack);
@@ -194,6 +207,7 @@ void run_gather(Comm comm, Signature sig, std::string err, const void* in, void*
     try {
       maybe_inject_fault();
       plan = plan_gather(global, d, n, p, has_exchange_runs_v<Comm>, eb);
+      sig.algorithm = plan.pairwise ? 2 : 1;
       if (!plan.recv_into_output && !plan.pairwise) rbuf = workspace<M>(comm.id()).recv(plan.recv_elems * eb);
     } catch (const std::exception& e) {
       sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
@@ -210,7 +224,7 @@ void run_gather(Comm comm, Signature sig, std::string err, const void* in, void*
       return;
     }
   }
-  fence(exec);
+  fence_before_transfer<Comm>(exec);
   if (product(global, 0, global.size()) > 0)
     comm.all_gather_v(in, plan.counts[p], plan.recv_into_output ? out : rbuf, plan.counts, plan.displs, eb);
   copy_runs(exec, out, rbuf, eb, plan.unpack);

@@ -121,6 +121,8 @@ struct Signature {
   std::int64_t dst_layout = 0;
   std::int64_t root = -1;
   std::uint64_t comm_size = 0;
+  std::uint32_t algorithm = 0;  // the collective path a rank resolved (0: none or not chosen)
+  std::uint32_t reserved = 0;
   char type[48] = {};
 };
 
@@ -178,6 +180,11 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   for (const Signature& b : all)
     if (b.dst_layout != a.dst_layout)
       return "target layouts disagree: " + list([](const Signature& s) { return layout_text(s.dst_layout); });
+  for (const Signature& b : all)
+    if (b.algorithm != a.algorithm)
+      return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
+             "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
+             list([](const Signature& s) { return std::to_string(s.algorithm); });
   for (const Signature& b : all)
     if (b.root != a.root)
       return "root ranks disagree: " + list([](const Signature& s) { return std::to_string(s.root); });
