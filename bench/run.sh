@@ -23,7 +23,7 @@ cmake --build "$build" -j2 --target dsp-bench dsp-bench-suite >/dev/null
 } > "$out/machine.txt"
 
 for n in ${RANKS:-2 4}; do
-  mpirun -np "$n" "$build/bench/dsp-bench-suite" --benchmark_min_time="${MIN_TIME:-0.3}" > "$out/suite_np$n.txt"
+  mpirun -np "$n" "$build/bench/dsp-bench-suite" --benchmark_min_time="${MIN_TIME:-0.3}" --benchmark_color=false > "$out/suite_np$n.txt"
 done
 
 # GB/s against size, 2 ranks, float [A, B, 128] switched 0 -> 1 and its references.
