@@ -8,32 +8,16 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <random>
 #include <type_traits>
 
 namespace dsp_test {
 
-/// The tests' communicator over MPI_COMM_WORLD. It is released when
-/// MPI_Finalize starts (MPI deletes MPI_COMM_SELF's attributes first), so its
-/// duplicate communicator and datatypes are freed rather than outliving MPI
-/// (LeakSanitizer would report them).
+/// The tests' communicator over MPI_COMM_WORLD. It may outlive MPI_Finalize:
+/// dsp releases its MPI objects when MPI_Finalize starts.
 inline dsp::MpiCommunicator& world() {
-  static std::optional<dsp::MpiCommunicator> c;
-  if (!c) {
-    c.emplace(MPI_COMM_WORLD);
-    int key = MPI_KEYVAL_INVALID;
-    MPI_Comm_create_keyval(
-        MPI_COMM_NULL_COPY_FN,
-        [](MPI_Comm, int, void*, void*) {
-          c.reset();
-          return MPI_SUCCESS;
-        },
-        &key, nullptr);
-    MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
-    MPI_Comm_free_keyval(&key);  // the attribute keeps it until MPI_Finalize deletes it
-  }
-  return *c;
+  static dsp::MpiCommunicator c{MPI_COMM_WORLD};
+  return c;
 }
 
 /// Value stored at linear global index g (exact in every tested type).

@@ -116,3 +116,20 @@ TEST_CASE("CUDA-awareness is reported, and Debian's Open MPI is not CUDA-aware")
   CHECK(!aware);  // an MPI that cannot say is treated as not CUDA-aware
 #endif
 }
+
+TEST_CASE("a communicator destroyed before MPI_Finalize releases its MPI objects once") {
+  int before = 0;
+  {
+    dsp::MpiCommunicator c{MPI_COMM_WORLD};
+    auto s = c.split(0, c.rank());
+    CHECK(s.size() == c.size());
+    MPI_Comm dup = c.native();
+    int res = MPI_UNEQUAL;
+    CHECK(MPI_Comm_compare(dup, MPI_COMM_WORLD, &res) == MPI_SUCCESS);
+    CHECK(res == MPI_CONGRUENT);
+    before = 1;
+  }  // both destroyed here: their finalize watches are removed, nothing is freed twice
+  CHECK(before == 1);
+  auto y = dsp::dynamic_switch<1>(dsp::DistTensor<float, 2, dsp::Sharded<0>, dsp::MpiCommunicator>{dsp_test::world(), {4, 4}});
+  CHECK(y.global_extents() == std::array<std::size_t, 2>{4, 4});
+}

@@ -67,11 +67,43 @@ struct MpiState {
   std::vector<int> w_counts, w_rcounts, w_sdispls, w_rdispls;                 // reused by exchange_runs_typed
   std::vector<MPI_Datatype> w_stypes, w_rtypes;
 
-  ~MpiState() {
-    if (!mpi_is_live()) return;  // MPI_Finalize already released everything
+  int finalize_key = MPI_KEYVAL_INVALID;  // attribute on MPI_COMM_SELF: see watch_finalize
+
+  // Frees what dsp created on MPI (idempotent). Runs from the destructor, or
+  // from MPI_Finalize when a communicator outlives MPI (a static, say).
+  void release() noexcept {
     for (auto& [bytes, t] : types) MPI_Type_free(&t);
+    types.clear();
     for (auto& [key, t] : strided) MPI_Type_free(&t);
-    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+    strided.clear();
+    if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);  // ours: a duplicate, or a split's result
+  }
+
+  // MPI_Finalize deletes MPI_COMM_SELF's attributes before anything else, while
+  // MPI still works: an attribute whose delete callback releases this state
+  // keeps a communicator that outlives MPI from leaking its duplicate.
+  void watch_finalize() {
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, &on_finalize, &finalize_key, nullptr) != MPI_SUCCESS) {
+      finalize_key = MPI_KEYVAL_INVALID;
+      return;  // only a leak at exit is at stake
+    }
+    MPI_Comm_set_attr(MPI_COMM_SELF, finalize_key, this);
+  }
+  // Runs once, at MPI_Finalize or from the destructor's MPI_Comm_delete_attr,
+  // whichever comes first; it also frees the keyval (MPI keeps it alive until
+  // this attribute is gone).
+  static int on_finalize(MPI_Comm, int key, void* state, void*) {
+    auto* self = static_cast<MpiState*>(state);
+    self->release();
+    self->finalize_key = MPI_KEYVAL_INVALID;
+    MPI_Comm_free_keyval(&key);
+    return MPI_SUCCESS;
+  }
+
+  ~MpiState() {
+    if (!mpi_is_live()) return;  // MPI_Finalize ran on_finalize already
+    if (finalize_key != MPI_KEYVAL_INVALID) MPI_Comm_delete_attr(MPI_COMM_SELF, finalize_key);  // runs on_finalize
+    release();
   }
 
   MPI_Datatype type(std::size_t elem_bytes) {
@@ -318,6 +350,7 @@ class BasicMpiCommunicator {
     DSP_CHECK_MPI(MPI_Comm_set_errhandler(state_->comm, MPI_ERRORS_RETURN));
     DSP_CHECK_MPI(MPI_Comm_rank(state_->comm, &state_->rank));
     DSP_CHECK_MPI(MPI_Comm_size(state_->comm, &state_->size));
+    state_->watch_finalize();
   }
 
   // Large-count fallback: every exchange as messages of at most
