@@ -198,6 +198,16 @@ void add_gather(const std::vector<std::size_t>& g) {
     const int cnt = static_cast<int>(local);
     return [in, out, cnt] { MPI_Allgather(in->data(), cnt, MPI_FLOAT, out->data(), cnt, MPI_FLOAT, world()); };
   });
+  // The same raw MPI_Allgather, but between the Kokkos-allocated blocks dsp uses:
+  // separates what dsp adds from what the memory itself costs.
+  add(group, "MPI_Allgather_dsp_buffers", bytes, [=] {
+    auto x = std::make_shared<X>(comm(), ext);
+    auto y = std::make_shared<Y>(comm(), ext);
+    const int cnt = static_cast<int>(local);
+    return [x, y, cnt] {
+      MPI_Allgather(x->local().data(), cnt, MPI_FLOAT, y->local().data(), cnt, MPI_FLOAT, world());
+    };
+  });
 }
 
 // Only rank 0 prints; the others run the same benchmarks silently.
