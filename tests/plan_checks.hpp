@@ -16,6 +16,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #ifndef DSP_PLAN_FAIL
@@ -123,6 +124,28 @@ const CopyTask* covering(const std::vector<CopyTask>& tasks, bool dst_side, std:
   }
   return nullptr;
 }
+
+/// Where element k of the message from rank p (plan P) to rank q (plan Q) is
+/// read in p's input and written in q's output: through the pack and unpack
+/// tasks, unless the plan sends from the input or receives into the output.
+std::pair<std::size_t, std::size_t> trace_message(const dsp::detail::SwitchPlan& P,
+                                                  const dsp::detail::SwitchPlan& Q, std::size_t p,
+                                                  std::size_t q, std::size_t k) {
+  const std::size_t sp = P.send_displs[q] + k, rp = Q.recv_displs[p] + k;
+  std::size_t src = sp, dst = rp;
+  if (!P.send_from_input) {
+    const CopyTask* t = covering(P.pack, true, sp);
+    ENSURE(t != nullptr);
+    src = at(t->src, sp - t->dst.base);
+  }
+  if (!Q.recv_into_output) {
+    const CopyTask* t = covering(Q.unpack, false, rp);
+    ENSURE(t != nullptr);
+    dst = at(t->dst, rp - t->src.base);
+  }
+  return {src, dst};
+}
+
 
 /// The tasks' contiguous sides tile [0, total) in order, each as one contiguous run.
 bool tiles_contiguously(const std::vector<CopyTask>& tasks, bool dst_side, std::size_t total) {
@@ -242,18 +265,7 @@ void simulate_switch(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       if (q == p) continue;
       const auto &P = plans[p], &Q = plans[q];
       for (std::size_t k = 0; k < P.send_counts[q]; ++k) {
-        const std::size_t sp = P.send_displs[q] + k, rp = Q.recv_displs[p] + k;
-        std::size_t src = sp, dst = rp;
-        if (!P.send_from_input) {
-          const CopyTask* t = covering(P.pack, true, sp);
-          ENSURE(t != nullptr);
-          src = at(t->src, sp - t->dst.base);
-        }
-        if (!Q.recv_into_output) {
-          const CopyTask* t = covering(Q.unpack, false, rp);
-          ENSURE(t != nullptr);
-          dst = at(t->dst, rp - t->src.base);
-        }
+        const auto [src, dst] = trace_message(P, Q, p, q, k);
         ENSURE(src < in[p].size());
         ENSURE(dst < out[q].size());
         out[q][dst] = in[p][src];
@@ -437,19 +449,7 @@ void check_switch_arithmetic(std::mt19937_64& rng, const Ext& g, std::size_t i, 
       if (P.send_counts[q] == 0) continue;
       const auto Q = dsp::detail::plan_switch(g, i, j, int(q), int(n));
       ENSURE(Q.recv_counts[p] == P.send_counts[q]);
-      const std::size_t e = rng() % P.send_counts[q];
-      const std::size_t sp = P.send_displs[q] + e, rp = Q.recv_displs[p] + e;
-      std::size_t src = sp, dst = rp;
-      if (!P.send_from_input) {
-        const CopyTask* t = covering(P.pack, true, sp);
-        ENSURE(t != nullptr);
-        src = at(t->src, sp - t->dst.base);
-      }
-      if (!Q.recv_into_output) {
-        const CopyTask* t = covering(Q.unpack, false, rp);
-        ENSURE(t != nullptr);
-        dst = at(t->dst, rp - t->src.base);
-      }
+      const auto [src, dst] = trace_message(P, Q, p, q, rng() % P.send_counts[q]);
       ENSURE(global_of(g, fi, src) == global_of(g, frame(g, long(j), q, n), dst));
     }
   }
