@@ -284,6 +284,20 @@ inline void qkv(const float* h, std::size_t n, const Config& c, const BlockWeigh
   linear(h, n, c.C, w.wv.data(), c.C, h0 * d, h1 * d, nullptr, v);
 }
 
+/// The rest of a block once the attention output o (n tokens, heads merged) is
+/// known: output projection, residual, layer norm, MLP, residual. h and y are
+/// n * C scratch buffers.
+inline void finish_block(float* x, const float* o, std::size_t n, const Config& c, const BlockWeights& w, float* h,
+                         float* y) {
+  const std::size_t C = c.C;
+  linear(o, n, C, w.wo.data(), C, 0, C, w.bo.data(), y);
+  add(x, y, n * C);
+  layer_norm(x, h, n, C, w.ln2_g, w.ln2_b);
+  mlp_partial(h, n, c, w, 0, c.F, y);
+  add(x, y, n * C);
+  add_bias(x, n, C, w.b2);
+}
+
 /// A whole block on a local block x of grid g whose attention axis is whole:
 /// no communication.
 inline void local_block(float* x, const Grid& g, const Config& c, const BlockWeights& w) {
@@ -294,12 +308,7 @@ inline void local_block(float* x, const Grid& g, const Config& c, const BlockWei
   SoftmaxState st(n, c.H, d);
   attend(q.data(), k.data(), v.data(), C, c.H, d, g, g, st);
   finish(st, n, c.H, d, o.data());
-  linear(o.data(), n, C, w.wo.data(), C, 0, C, w.bo.data(), y.data());
-  add(x, y.data(), n * C);
-  layer_norm(x, h.data(), n, C, w.ln2_g, w.ln2_b);
-  mlp_partial(h.data(), n, c, w, 0, c.F, y.data());
-  add(x, y.data(), n * C);
-  add_bias(x, n, C, w.b2);
+  finish_block(x, o.data(), n, c, w, h.data(), y.data());
 }
 
 // ------------------------------------------------------------ the layers ----
@@ -490,12 +499,7 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
     }
   }
   finish(st, nt, c.H, d, o.data());
-  linear(o.data(), nt, C, bw.wo.data(), C, 0, C, bw.bo.data(), r.data());
-  add(xp, r.data(), nt * C);
-  layer_norm(xp, h.data(), nt, C, bw.ln2_g, bw.ln2_b);
-  mlp_partial(h.data(), nt, c, bw, 0, c.F, r.data());
-  add(xp, r.data(), nt * C);
-  add_bias(xp, nt, C, bw.b2);
+  finish_block(xp, o.data(), nt, c, bw, h.data(), r.data());
   return y;
 }
 
