@@ -48,10 +48,8 @@ class StagedCommunicator {
                     std::size_t bound) {
     const std::size_t sbytes = extent(sc, sd) * elem, rbytes = extent(rc, rd) * elem;
     char* hr = host(bufs_->recv, rbytes);
-    // Regions of the receive range that no peer writes keep the caller's bytes.
-    if (rbytes) copy(hr, r, rbytes);
     inner_.all_to_all_v(to_host(bufs_->send, s, sbytes), sc, sd, hr, rc, rd, elem, bound);
-    from_host(r, bufs_->recv, rbytes);
+    received_back(r, rc, rd, elem);
   }
 
   void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
@@ -63,17 +61,15 @@ class StagedCommunicator {
 
   void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
                     std::span<const std::size_t> rd, std::size_t elem) {
-    const std::size_t rbytes = extent(rc, rd) * elem;
-    char* hr = host(bufs_->recv, rbytes);
-    if (rbytes) copy(hr, r, rbytes);
+    char* hr = host(bufs_->recv, extent(rc, rd) * elem);
     inner_.all_gather_v(to_host(bufs_->send, s, count * elem), count, hr, rc, rd, elem);
-    from_host(r, bufs_->recv, rbytes);
+    received_back(r, rc, rd, elem);
   }
 
   void broadcast(void* b, std::size_t count, std::size_t elem, int root) {
     const std::size_t bytes = count * elem;
     char* h = host(bufs_->recv, bytes);
-    if (bytes) copy(h, b, bytes);
+    if (bytes && rank() == root) copy(h, b, bytes);  // only the root's bytes go out
     inner_.broadcast(h, count, elem, root);
     from_host(b, bufs_->recv, bytes);
   }
@@ -114,6 +110,18 @@ class StagedCommunicator {
     char* h = host(b, bytes);
     if (bytes) copy(h, dev, bytes);
     return h;
+  }
+  // Copies back only the ranges peers wrote, from the receive staging buffer:
+  // bytes between them keep the caller's contents with no host round trip.
+  void received_back(void* dev, std::span<const std::size_t> c, std::span<const std::size_t> d,
+                     std::size_t elem) const {
+    using Dev = Kokkos::View<char*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    for (std::size_t k = 0; k < c.size(); ++k) {
+      if (c[k] == 0) continue;
+      const std::size_t at = d[k] * elem, n = c[k] * elem;
+      Kokkos::deep_copy(Dev(static_cast<char*>(dev) + at, n), Host(bufs_->recv.data() + at, n));
+    }
   }
   static void from_host(void* dev, const HostBytes& b, std::size_t bytes) {
     if (!bytes) return;
