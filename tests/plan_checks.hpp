@@ -1,13 +1,21 @@
-// Checks of the partition and of the switch / gather / split plans, shared by
-// the randomized property test (test_plan_property.cpp) and the libFuzzer
-// target (fuzz/fuzz_plan.cpp). The includer defines DSP_PLAN_FAIL(message),
-// which must not return (doctest's FAIL, or print and abort).
+// Checks of the partition and of every plan type (switch: alltoall,
+// alltoallv, pairwise/datatypes; gather: allgather, peer; scatter; split),
+// shared by the randomized property test (test_plan_property.cpp) and the
+// libFuzzer target (fuzz/fuzz_plan.cpp). The includer defines
+// DSP_PLAN_FAIL(message), which must not return (doctest's FAIL, or print and
+// abort).
 #pragma once
 
-#include <dsp/detail/plan.hpp>
+#include <dsp/kernels/copy.hpp>
 #include <dsp/partition.hpp>
+#include <dsp/plan/gather.hpp>
+#include <dsp/plan/switch.hpp>
 
 #include <Kokkos_Core.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
 
 #include <algorithm>
 #include <cstdint>
@@ -58,17 +66,9 @@ inline std::string& plan_context() {
 
 namespace {
 
-std::string text(const Ext& e) {
-  std::string t = "[";
-  for (std::size_t d = 0; d < e.size(); ++d) t += (d ? ", " : "") + std::to_string(e[d]);
-  return t + "]";
-}
+std::string text(const Ext& e) { return dsp::detail::text(e); }
 
-std::size_t product(const Ext& e) {
-  std::size_t p = 1;
-  for (auto x : e) p *= x;
-  return p;
-}
+std::size_t product(const Ext& e) { return dsp::detail::product(e); }
 
 /// Local extents and offsets of rank p under a layout (-1: Replicated, d: Sharded<d>).
 struct Frame {
@@ -98,7 +98,7 @@ std::size_t global_of(const Ext& g, const Frame& f, std::size_t k) {
 
 /// Element e of a run pattern; the copy kernel's mapping when the shorter
 /// run length divides the longer (checked by check_task).
-std::size_t at(const Runs& r, std::size_t e) { return r.base + (e / r.len) * r.stride + e % r.len; }
+std::size_t at(const Runs& r, std::size_t e) { return dsp::detail::element_at(r, e); }
 /// One past the last element of a run pattern covering n elements.
 std::size_t end_of(const Runs& r, std::size_t n) { return n == 0 ? 0 : at(r, n - 1) + 1; }
 
@@ -124,28 +124,6 @@ const CopyTask* covering(const std::vector<CopyTask>& tasks, bool dst_side, std:
   }
   return nullptr;
 }
-
-/// Where element k of the message from rank p (plan P) to rank q (plan Q) is
-/// read in p's input and written in q's output: through the pack and unpack
-/// tasks, unless the plan sends from the input or receives into the output.
-std::pair<std::size_t, std::size_t> trace_message(const dsp::detail::SwitchPlan& P,
-                                                  const dsp::detail::SwitchPlan& Q, std::size_t p,
-                                                  std::size_t q, std::size_t k) {
-  const std::size_t sp = P.send_displs[q] + k, rp = Q.recv_displs[p] + k;
-  std::size_t src = sp, dst = rp;
-  if (!P.send_from_input) {
-    const CopyTask* t = covering(P.pack, true, sp);
-    ENSURE(t != nullptr);
-    src = at(t->src, sp - t->dst.base);
-  }
-  if (!Q.recv_into_output) {
-    const CopyTask* t = covering(Q.unpack, false, rp);
-    ENSURE(t != nullptr);
-    dst = at(t->dst, rp - t->src.base);
-  }
-  return {src, dst};
-}
-
 
 /// The tasks' contiguous sides tile [0, total) in order, each as one contiguous run.
 bool tiles_contiguously(const std::vector<CopyTask>& tasks, bool dst_side, std::size_t total) {
@@ -187,6 +165,225 @@ bool strided_sides_tile(std::vector<Runs> sides, std::vector<std::size_t> elems,
   return true;
 }
 
+// ---- one view of every exchange plan ----
+
+/// What one rank's plan sends and receives, whatever its algorithm: the k-th
+/// element of the message to (from) a peer is read at send_at(q, k) of the
+/// rank's input (written at recv_at(q, k) of its output). The own chunk is a
+/// local copy (`self`), or, in the alltoall algorithm, a message to itself.
+struct Exchange {
+  std::function<std::size_t(std::size_t)> send_count, recv_count;
+  std::function<std::size_t(std::size_t, std::size_t)> send_at, recv_at;
+  std::optional<CopyTask> self;
+  std::vector<CopyTask> pack, unpack;  // buffer copies, when the plan has them
+  std::size_t send_elems = 0, recv_elems = 0;
+  std::size_t isz = 0, osz = 0;
+};
+
+/// Where a buffer position is read from (or written to) through pack (unpack) tasks.
+std::size_t through(const std::vector<CopyTask>& tasks, bool buffer_is_dst, std::size_t pos) {
+  const CopyTask* t = covering(tasks, buffer_is_dst, pos);
+  ENSURE(t != nullptr);
+  return buffer_is_dst ? at(t->src, pos - t->dst.base) : at(t->dst, pos - t->src.base);
+}
+
+Exchange view_of(const dsp::detail::AlltoallvPlan& P, std::size_t isz, std::size_t osz) {
+  Exchange x;
+  x.send_count = [&P](std::size_t q) { return P.send_counts[q]; };
+  x.recv_count = [&P](std::size_t q) { return P.recv_counts[q]; };
+  x.send_at = [&P](std::size_t q, std::size_t k) {
+    const std::size_t pos = P.send_displs[q] + k;
+    return P.send_from_input ? pos : through(P.pack, true, pos);
+  };
+  x.recv_at = [&P](std::size_t q, std::size_t k) {
+    const std::size_t pos = P.recv_displs[q] + k;
+    return P.recv_into_output ? pos : through(P.unpack, false, pos);
+  };
+  x.self = P.self;
+  x.pack = P.pack, x.unpack = P.unpack, x.send_elems = P.send_elems, x.recv_elems = P.recv_elems;
+  x.isz = isz, x.osz = osz;
+  return x;
+}
+
+Exchange view_of(const dsp::detail::AlltoallPlan& P, std::size_t isz, std::size_t osz) {
+  Exchange x;
+  x.send_count = [&P](std::size_t) { return P.count; };
+  x.recv_count = [&P](std::size_t) { return P.count; };
+  x.send_at = [&P](std::size_t q, std::size_t k) {
+    const std::size_t pos = q * P.count + k;
+    return P.send_from_input ? pos : through(P.pack, true, pos);
+  };
+  x.recv_at = [&P](std::size_t q, std::size_t k) {
+    const std::size_t pos = q * P.count + k;
+    return P.recv_into_output ? pos : through(P.unpack, false, pos);
+  };
+  x.pack = P.pack, x.unpack = P.unpack, x.send_elems = P.send_elems, x.recv_elems = P.recv_elems;
+  x.isz = isz, x.osz = osz;
+  return x;
+}
+
+const dsp::detail::PeerRuns* runs_for(const std::vector<dsp::detail::PeerRuns>& v, std::size_t q) {
+  for (const auto& pr : v)
+    if (std::size_t(pr.peer) == q) return &pr;
+  return nullptr;
+}
+
+Exchange view_of(const dsp::detail::PeerPlan& P, std::size_t isz, std::size_t osz) {
+  // Peers indexed once (a linear search per element would make 4096 ranks quadratic).
+  std::size_t n = 0;
+  for (const auto& v : {&P.sends, &P.recvs})
+    for (const auto& pr : *v) n = std::max(n, std::size_t(pr.peer) + 1);
+  auto by = std::make_shared<std::vector<const dsp::detail::PeerRuns*>>(2 * n, nullptr);
+  for (const auto& pr : P.sends) (*by)[std::size_t(pr.peer)] = &pr;
+  for (const auto& pr : P.recvs) (*by)[n + std::size_t(pr.peer)] = &pr;
+  auto get = [by, n](bool recv, std::size_t q) { return q < n ? (*by)[(recv ? n : 0) + q] : nullptr; };
+  Exchange x;
+  x.send_count = [get](std::size_t q) { const auto* r = get(false, q); return r ? r->elems : 0; };
+  x.recv_count = [get](std::size_t q) { const auto* r = get(true, q); return r ? r->elems : 0; };
+  x.send_at = [get](std::size_t q, std::size_t k) { return at(get(false, q)->runs, k); };
+  x.recv_at = [get](std::size_t q, std::size_t k) { return at(get(true, q)->runs, k); };
+  x.self = P.self;
+  x.isz = isz, x.osz = osz;
+  return x;
+}
+
+/// What a rank's Exchange must satisfy on its own: tasks valid and in bounds,
+/// buffers tiled, every input element sent once and every output element
+/// received once (counted), messages inside their tensors.
+void check_exchange_shape(const Exchange& X, std::size_t n, std::size_t p) {
+  std::string why;
+  for (const CopyTask& t : X.pack) PLAN_ENSURE_MSG(check_task(t, X.send_elems, X.isz, why), "pack: " << why);
+  for (const CopyTask& t : X.unpack) PLAN_ENSURE_MSG(check_task(t, X.osz, X.recv_elems, why), "unpack: " << why);
+  if (X.self) PLAN_ENSURE_MSG(check_task(*X.self, X.osz, X.isz, why), "self: " << why);
+  ENSURE(tiles_contiguously(X.pack, true, X.send_elems));
+  ENSURE(tiles_contiguously(X.unpack, false, X.recv_elems));
+  std::size_t sent = X.self ? X.self->elems : 0, received = sent;
+  for (std::size_t q = 0; q < n; ++q) {
+    if (X.self && q == p) ENSURE((X.send_count(q) == 0 && X.recv_count(q) == 0));
+    sent += X.send_count(q);
+    received += X.recv_count(q);
+  }
+  ENSURE(sent == X.isz);  // every input element leaves exactly once (the own chunk included)
+  ENSURE(received == X.osz);
+}
+
+/// Messages of pairwise plans: both sides cut a chunk into the same pieces,
+/// each contiguous on both sides (a run of the sender and of the receiver).
+void check_pieces(const dsp::detail::PeerRuns& s, const dsp::detail::PeerRuns& r) {
+  ENSURE(s.elems == r.elems);
+  ENSURE(s.piece == r.piece);
+  ENSURE(s.piece > 0);
+  ENSURE(s.elems % s.piece == 0);
+  ENSURE(s.runs.len % s.piece == 0);
+  ENSURE(r.runs.len % r.piece == 0);
+}
+
+/// Every rank's Exchange together: counts match pairwise, and each output
+/// element is written exactly once with the input element of the same global
+/// index. `fin` and `fout` are the ranks' input and output frames.
+void simulate_exchange(const Ext& g, const std::vector<Exchange>& X, const std::vector<Frame>& fin,
+                       const std::vector<Frame>& fout) {
+  const std::size_t n = X.size();
+  std::vector<std::vector<std::size_t>> in(n), out(n);
+  std::vector<std::vector<int>> written(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    ENSURE(X[p].isz == fin[p].size());
+    ENSURE(X[p].osz == fout[p].size());
+    in[p].resize(fin[p].size());
+    for (std::size_t k = 0; k < in[p].size(); ++k) in[p][k] = global_of(g, fin[p], k);
+    out[p].assign(fout[p].size(), ~std::size_t(0));
+    written[p].assign(fout[p].size(), 0);
+    check_exchange_shape(X[p], n, p);
+    if (X[p].self)
+      for (std::size_t e = 0; e < X[p].self->elems; ++e) {
+        const std::size_t d = at(X[p].self->dst, e), s = at(X[p].self->src, e);
+        out[p][d] = in[p][s];
+        ++written[p][d];
+      }
+  }
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = 0; q < n; ++q) {
+      ENSURE(X[p].send_count(q) == X[q].recv_count(p));  // what p sends q is what q expects from p
+      for (std::size_t k = 0; k < X[p].send_count(q); ++k) {
+        const std::size_t src = X[p].send_at(q, k), dst = X[q].recv_at(p, k);
+        ENSURE(src < in[p].size());
+        ENSURE(dst < out[q].size());
+        out[q][dst] = in[p][src];
+        ++written[q][dst];
+      }
+    }
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t k = 0; k < out[p].size(); ++k)
+      if (written[p][k] != 1 || out[p][k] != global_of(g, fout[p], k))
+        PLAN_FAIL_MSG("rank " << p << " output element " << k << " written " << written[p][k] << " times, holds "
+                              << out[p][k] << ", wants " << global_of(g, fout[p], k));
+}
+
+/// Buffers of global indices, one per rank, for the real-kernel runs.
+std::vector<std::vector<std::size_t>> indices(const Ext& g, const std::vector<Frame>& f) {
+  std::vector<std::vector<std::size_t>> v(f.size());
+  for (std::size_t p = 0; p < f.size(); ++p) {
+    v[p].resize(f[p].size());
+    for (std::size_t k = 0; k < v[p].size(); ++k) v[p][k] = global_of(g, f[p], k);
+  }
+  return v;
+}
+
+/// An all-to-all(v) plan run with the real copy kernel, the transfer as
+/// memcpy of each (count, displacement) pair, as the backend would.
+template <class Plan, class Count, class SendDispl, class RecvDispl>
+void run_buffered(const Ext& g, const std::vector<Plan>& plans, const std::vector<Frame>& fin,
+                  const std::vector<Frame>& fout, bool own_through_exchange, Count count, SendDispl sdispl,
+                  RecvDispl rdispl) {
+  Kokkos::DefaultHostExecutionSpace exec;
+  const std::size_t n = plans.size(), eb = sizeof(std::size_t);
+  auto in = indices(g, fin);
+  std::vector<std::vector<std::size_t>> sbuf(n), rbuf(n), res(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    sbuf[p].assign(plans[p].send_elems, 0);
+    rbuf[p].assign(plans[p].recv_elems, 0);
+    res[p].assign(fout[p].size(), ~std::size_t(0));
+    dsp::detail::copy_runs(exec, sbuf[p].data(), in[p].data(), eb, plans[p].pack);
+    if constexpr (requires { plans[p].self; })
+      dsp::detail::copy_runs(exec, res[p].data(), in[p].data(), eb, std::span(&plans[p].self, 1));
+  }
+  exec.fence();
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = 0; q < n; ++q) {
+      if ((q == p && !own_through_exchange) || count(plans[p], q) == 0) continue;
+      const std::size_t* s = (plans[p].send_from_input ? in[p].data() : sbuf[p].data()) + sdispl(plans[p], q);
+      std::size_t* r = (plans[q].recv_into_output ? res[q].data() : rbuf[q].data()) + rdispl(plans[q], p);
+      std::memcpy(r, s, count(plans[p], q) * eb);
+    }
+  for (std::size_t p = 0; p < n; ++p) dsp::detail::copy_runs(exec, res[p].data(), rbuf[p].data(), eb, plans[p].unpack);
+  exec.fence();
+  for (std::size_t p = 0; p < n; ++p) ENSURE(res[p] == indices(g, {fout[p]})[0]);
+}
+
+/// A pairwise plan run with the real copy kernel for the own chunk and
+/// memcpy per message piece, as exchange_runs posts them.
+void run_peer(const Ext& g, const std::vector<dsp::detail::PeerPlan>& plans, const std::vector<Frame>& fin,
+              const std::vector<Frame>& fout) {
+  Kokkos::DefaultHostExecutionSpace exec;
+  const std::size_t n = plans.size(), eb = sizeof(std::size_t);
+  auto in = indices(g, fin);
+  std::vector<std::vector<std::size_t>> res(n);
+  for (std::size_t p = 0; p < n; ++p) {
+    res[p].assign(fout[p].size(), ~std::size_t(0));
+    dsp::detail::copy_runs(exec, res[p].data(), in[p].data(), eb, std::span(&plans[p].self, 1));
+  }
+  exec.fence();
+  for (std::size_t p = 0; p < n; ++p)
+    for (const auto& s : plans[p].sends) {
+      const auto* r = runs_for(plans[std::size_t(s.peer)].recvs, p);
+      ENSURE(r != nullptr);
+      check_pieces(s, *r);
+      for (std::size_t e = 0; e < s.elems; e += s.piece)
+        std::memcpy(res[std::size_t(s.peer)].data() + at(r->runs, e), in[p].data() + at(s.runs, e), s.piece * eb);
+    }
+  for (std::size_t p = 0; p < n; ++p) ENSURE(res[p] == indices(g, {fout[p]})[0]);
+}
+
 // ---- random shapes ----
 
 std::size_t pick_ranks(std::mt19937_64& rng, std::size_t max) {
@@ -199,124 +396,99 @@ std::size_t pick_ranks(std::mt19937_64& rng, std::size_t max) {
 std::size_t pick_extent(std::mt19937_64& rng, std::size_t n, std::size_t max) {
   std::size_t e = 0;
   switch (rng() % 8) {
-    case 0: e = rng() % 3; break;                        // 0, 1, 2
-    case 1: e = n - 1 + rng() % 3; break;                // n - 1, n, n + 1
+    case 0: e = rng() % 3; break;                           // 0, 1, 2
+    case 1: e = n - 1 + rng() % 3; break;                   // n - 1, n, n + 1
     case 2: e = n * (1 + rng() % 1000) + rng() % 3; break;  // near a multiple of n
-    case 3: e = max - rng() % 2; break;                  // the top of the range
-    case 4: e = rng() % (n + 1); break;                  // fewer elements than ranks
+    case 3: e = max - rng() % 2; break;                     // the top of the range
+    case 4: e = rng() % (n + 1); break;                     // fewer elements than ranks
     default: e = rng() % (max + 1); break;
   }
   return std::min(e, max);
 }
 
-/// The whole exchange of a switch i -> j, simulated index by index, then
-/// repeated with the real copy kernel.
+/// Every switch algorithm's plans for i -> j, simulated index by index, then
+/// run with the real copy kernel.
 void simulate_switch(const Ext& g, std::size_t i, std::size_t j, std::size_t n) {
-  PLAN_CONTEXT("switch " << i << " -> " << j << " of extents " << text(g) << " over " << n << " ranks");
-  std::vector<dsp::detail::SwitchPlan> plans;
   std::vector<Frame> fin, fout;
   for (std::size_t p = 0; p < n; ++p) {
-    plans.push_back(dsp::detail::plan_switch(g, i, j, int(p), int(n)));
     fin.push_back(frame(g, long(i), p, n));
     fout.push_back(frame(g, long(j), p, n));
   }
-  std::vector<std::vector<std::size_t>> out(n), in(n);
-  std::vector<std::vector<int>> written(n);
-  for (std::size_t p = 0; p < n; ++p) {
-    in[p].resize(fin[p].size());
-    for (std::size_t k = 0; k < in[p].size(); ++k) in[p][k] = global_of(g, fin[p], k);
-    out[p].assign(fout[p].size(), ~std::size_t(0));
-    written[p].assign(fout[p].size(), 0);
+  using namespace dsp::detail;
+  // alltoallv
+  PLAN_CONTEXT("alltoallv switch " << i << " -> " << j << " of extents " << text(g) << " over " << n << " ranks");
+  std::vector<AlltoallvPlan> v;
+  for (std::size_t p = 0; p < n; ++p) v.push_back(plan_alltoallv(g, i, j, int(p), int(n)));
+  {
+    std::vector<Exchange> X;
+    for (std::size_t p = 0; p < n; ++p) {
+      const auto& P = v[p];
+      ENSURE(P.bound == v[0].bound);  // equal on every rank: every rank takes the same MPI path
+      ENSURE(P.bound >= std::max(fin[p].size(), fout[p].size()));
+      if (product(g) > 0)  // (an empty tensor never reaches the communicator)
+        for (std::size_t q = 0; q < n; ++q)
+          for (std::size_t x : {P.send_counts[q], P.send_displs[q], P.recv_counts[q], P.recv_displs[q]})
+            ENSURE(x <= P.bound);
+      if (P.send_from_input) ENSURE(P.pack.empty());
+      if (P.recv_into_output) ENSURE(P.unpack.empty());
+      X.push_back(view_of(P, fin[p].size(), fout[p].size()));
+    }
+    simulate_exchange(g, X, fin, fout);
+    run_buffered(
+        g, v, fin, fout, false, [](const auto& P, std::size_t q) { return P.send_counts[q]; },
+        [](const auto& P, std::size_t q) { return P.send_displs[q]; },
+        [](const auto& P, std::size_t q) { return P.recv_displs[q]; });
   }
-  std::string why;
-  for (std::size_t p = 0; p < n; ++p) {
-    const auto& P = plans[p];
-    ENSURE(P.bound == plans[0].bound);
-    const std::size_t isz = fin[p].size(), osz = fout[p].size();
-    ENSURE(P.bound >= std::max(isz, osz));
-    for (std::size_t q = 0; q < n; ++q) {
-      // (an empty tensor never reaches the communicator: its displacements do not matter)
-      if (product(g) > 0) {
-        ENSURE(P.send_counts[q] <= P.bound);
-        ENSURE(P.send_displs[q] <= P.bound);
-        ENSURE(P.recv_counts[q] <= P.bound);
-        ENSURE(P.recv_displs[q] <= P.bound);
-      }
-      ENSURE(P.send_counts[q] == plans[q].recv_counts[p]);  // what p sends q is what q expects from p
-      if (q == p) ENSURE(P.send_counts[q] == 0);
+  // alltoall: only for counts divisible by the rank count (choose_switch's rule)
+  if (n > 1 && g[i] % n == 0 && g[j] % n == 0) {
+    PLAN_CONTEXT("alltoall switch " << i << " -> " << j << " of extents " << text(g) << " over " << n << " ranks");
+    std::vector<AlltoallPlan> a;
+    std::vector<Exchange> X;
+    for (std::size_t p = 0; p < n; ++p) a.push_back(plan_alltoall(g, i, j, int(p), int(n)));
+    for (std::size_t p = 0; p < n; ++p) {
+      ENSURE(a[p].count == a[0].count);  // equal counts: one MPI_Alltoall
+      X.push_back(view_of(a[p], fin[p].size(), fout[p].size()));
     }
-    for (const CopyTask& t : P.pack) PLAN_ENSURE_MSG(check_task(t, P.send_elems, isz, why), "pack: " << why);
-    for (const CopyTask& t : P.unpack) PLAN_ENSURE_MSG(check_task(t, osz, P.recv_elems, why), "unpack: " << why);
-    PLAN_ENSURE_MSG(check_task(P.self, osz, isz, why), "self: " << why);
-    ENSURE(tiles_contiguously(P.pack, true, P.send_elems));
-    ENSURE(tiles_contiguously(P.unpack, false, P.recv_elems));
-    if (P.send_from_input) ENSURE(P.pack.empty());
-    if (P.recv_into_output) ENSURE(P.unpack.empty());
-    // the self chunk
-    for (std::size_t e = 0; e < P.self.elems; ++e) {
-      const std::size_t d = at(P.self.dst, e), s = at(P.self.src, e);
-      out[p][d] = in[p][s];
-      ++written[p][d];
-    }
+    simulate_exchange(g, X, fin, fout);
+    run_buffered(
+        g, a, fin, fout, true, [](const auto& P, std::size_t) { return P.count; },
+        [](const auto& P, std::size_t q) { return q * P.count; },
+        [](const auto& P, std::size_t q) { return q * P.count; });
   }
-  // p's send position -> input index; q's receive position -> output index
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t q = 0; q < n; ++q) {
-      if (q == p) continue;
-      const auto &P = plans[p], &Q = plans[q];
-      for (std::size_t k = 0; k < P.send_counts[q]; ++k) {
-        const auto [src, dst] = trace_message(P, Q, p, q, k);
-        ENSURE(src < in[p].size());
-        ENSURE(dst < out[q].size());
-        out[q][dst] = in[p][src];
-        ++written[q][dst];
-      }
-    }
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t k = 0; k < out[p].size(); ++k) {
-      if (written[p][k] != 1 || out[p][k] != global_of(g, fout[p], k))
-        PLAN_FAIL_MSG("rank " << p << " output element " << k << " written " << written[p][k] << " times, holds "
-                     << out[p][k] << ", wants " << global_of(g, fout[p], k));
-    }
-
-  // The same exchange through the real copy kernel.
-  Kokkos::DefaultHostExecutionSpace exec;
-  const std::size_t eb = sizeof(std::size_t);
-  std::vector<std::vector<std::size_t>> sbuf(n), rbuf(n), res(n);
-  for (std::size_t p = 0; p < n; ++p) {
-    sbuf[p].assign(plans[p].send_elems, 0);
-    rbuf[p].assign(plans[p].recv_elems, 0);
-    res[p].assign(fout[p].size(), ~std::size_t(0));
-    dsp::detail::copy_runs(exec, sbuf[p].data(), in[p].data(), eb, plans[p].pack);
-    dsp::detail::copy_runs(exec, res[p].data(), in[p].data(), eb, std::span(&plans[p].self, 1));
+  // pairwise (and datatypes: the same runs in one typed call)
+  PLAN_CONTEXT("pairwise switch " << i << " -> " << j << " of extents " << text(g) << " over " << n << " ranks");
+  std::vector<PeerPlan> peer;
+  std::vector<Exchange> X;
+  for (std::size_t p = 0; p < n; ++p) peer.push_back(plan_peer_switch(g, i, j, int(p), int(n)));
+  for (std::size_t p = 0; p < n; ++p) X.push_back(view_of(peer[p], fin[p].size(), fout[p].size()));
+  simulate_exchange(g, X, fin, fout);
+  run_peer(g, peer, fin, fout);
+  // the variant a resolved algorithm gives holds the plan of that algorithm
+  for (auto alg : {dsp::SwitchAlgorithm::alltoallv, dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::datatypes}) {
+    const SwitchPlan sp = plan_switch(alg, g, i, j, 0, int(n));
+    ENSURE(sp.index() == (alg == dsp::SwitchAlgorithm::alltoallv ? 2u : alg == dsp::SwitchAlgorithm::pairwise ? 3u : 4u));
   }
-  exec.fence();
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t q = 0; q < n; ++q) {
-      if (q == p || plans[p].send_counts[q] == 0) continue;
-      const std::size_t* s = (plans[p].send_from_input ? in[p].data() : sbuf[p].data()) + plans[p].send_displs[q];
-      std::size_t* r = (plans[q].recv_into_output ? res[q].data() : rbuf[q].data()) + plans[q].recv_displs[p];
-      std::memcpy(r, s, plans[p].send_counts[q] * eb);
-    }
-  for (std::size_t p = 0; p < n; ++p) dsp::detail::copy_runs(exec, res[p].data(), rbuf[p].data(), eb, plans[p].unpack);
-  exec.fence();
-  for (std::size_t p = 0; p < n; ++p) ENSURE(res[p] == out[p]);
 }
 
 void simulate_gather(const Ext& g, std::size_t d, std::size_t n) {
-  PLAN_CONTEXT("gather of Sharded<" << d << "> of extents " << text(g) << " over " << n << " ranks");
-  const auto plan = dsp::detail::plan_gather(g, d, int(n));
+  using namespace dsp::detail;
+  std::vector<Frame> fin, fout;
+  for (std::size_t p = 0; p < n; ++p) {
+    fin.push_back(frame(g, long(d), p, n));
+    fout.push_back(frame(g, -1, p, n));
+  }
+  PLAN_CONTEXT("allgather of Sharded<" << d << "> of extents " << text(g) << " over " << n << " ranks");
+  const auto plan = plan_allgather(g, d, int(n));
   const std::size_t total = product(g);
   const std::size_t target = plan.recv_into_output ? total : plan.recv_elems;
   std::vector<std::size_t> recv(target, ~std::size_t(0)), out(total, ~std::size_t(0));
   std::vector<int> placed(target, 0), written(total, 0);
   ENSURE(plan.counts.size() == n);
   for (std::size_t q = 0; q < n; ++q) {
-    const Frame f = frame(g, long(d), q, n);
-    ENSURE(plan.counts[q] == f.size());
+    ENSURE(plan.counts[q] == fin[q].size());
     if (plan.counts[q] > 0) ENSURE(plan.displs[q] + plan.counts[q] <= target);  // a count of 0 never touches memory
     for (std::size_t k = 0; k < plan.counts[q]; ++k) {
-      recv[plan.displs[q] + k] = global_of(g, f, k);
+      recv[plan.displs[q] + k] = global_of(g, fin[q], k);
       ++placed[plan.displs[q] + k];
     }
   }
@@ -336,14 +508,47 @@ void simulate_gather(const Ext& g, std::size_t d, std::size_t n) {
     }
   }
   for (std::size_t k = 0; k < total; ++k) ENSURE((written[k] == 1 && out[k] == k));
-  // the real kernel
-  std::vector<std::size_t> res(total, ~std::size_t(0));
-  Kokkos::DefaultHostExecutionSpace exec;
-  if (!plan.recv_into_output) {
+  if (!plan.recv_into_output) {  // the real kernel
+    std::vector<std::size_t> res(total, ~std::size_t(0));
+    Kokkos::DefaultHostExecutionSpace exec;
     dsp::detail::copy_runs(exec, res.data(), recv.data(), sizeof(std::size_t), plan.unpack);
     exec.fence();
     ENSURE(res == out);
   }
+  // the point-to-point gather: every rank's block straight into the others' runs
+  PLAN_CONTEXT("peer gather of Sharded<" << d << "> of extents " << text(g) << " over " << n << " ranks");
+  std::vector<PeerPlan> peer;
+  std::vector<Exchange> X;
+  for (std::size_t p = 0; p < n; ++p) peer.push_back(plan_peer_gather(g, d, int(p), int(n)));
+  for (std::size_t p = 0; p < n; ++p) X.push_back(view_of(peer[p], fin[p].size(), fout[p].size()));
+  // a gather sends its block to every peer: n - 1 copies leave, the output is the whole tensor
+  for (std::size_t p = 0; p < n; ++p) {
+    std::size_t received = peer[p].self.elems;
+    for (std::size_t q = 0; q < n; ++q) received += X[p].recv_count(q);
+    ENSURE(received == total);
+    for (std::size_t q = 0; q < n; ++q) ENSURE(X[p].send_count(q) == (q == p ? 0 : fin[p].size()));
+    for (std::size_t q = 0; q < n; ++q) ENSURE(X[p].send_count(q) == X[q].recv_count(p));
+  }
+  std::vector<std::vector<std::size_t>> res(n, std::vector<std::size_t>(total, ~std::size_t(0)));
+  std::vector<std::vector<int>> count(n, std::vector<int>(total, 0));
+  for (std::size_t p = 0; p < n; ++p) {
+    const auto in = indices(g, {fin[p]})[0];
+    for (std::size_t e = 0; e < peer[p].self.elems; ++e) {
+      res[p][at(peer[p].self.dst, e)] = in[at(peer[p].self.src, e)];
+      ++count[p][at(peer[p].self.dst, e)];
+    }
+    for (const auto& s : peer[p].sends) {
+      const auto* r = runs_for(peer[std::size_t(s.peer)].recvs, p);
+      ENSURE(r != nullptr);
+      check_pieces(s, *r);
+      for (std::size_t e = 0; e < s.elems; ++e) {
+        res[std::size_t(s.peer)][at(r->runs, e)] = in[at(s.runs, e)];
+        ++count[std::size_t(s.peer)][at(r->runs, e)];
+      }
+    }
+  }
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t k = 0; k < total; ++k) ENSURE((count[p][k] == 1 && res[p][k] == k));
 }
 
 void simulate_split(const Ext& g, std::size_t d, std::size_t n) {
@@ -372,9 +577,39 @@ void simulate_split(const Ext& g, std::size_t d, std::size_t n) {
   ENSURE(sum == total);
 }
 
+/// The scatter of a whole tensor from a root into Sharded<d> blocks.
+void simulate_scatter(const Ext& g, std::size_t d, std::size_t n, std::size_t root) {
+  PLAN_CONTEXT("scatter from root " << root << " to Sharded<" << d << "> of extents " << text(g) << " over " << n
+                                    << " ranks");
+  const std::size_t total = product(g);
+  std::vector<std::size_t> whole(total);
+  for (std::size_t k = 0; k < total; ++k) whole[k] = k;
+  const auto R = dsp::detail::plan_scatter(g, d, int(root), int(n), int(root));
+  std::string why;
+  for (const CopyTask& t : R.pack) PLAN_ENSURE_MSG(check_task(t, R.send_elems, total, why), "pack: " << why);
+  ENSURE(tiles_contiguously(R.pack, true, R.send_elems));
+  ENSURE(R.send_elems == total);
+  std::vector<std::size_t> sbuf(total, 0);
+  Kokkos::DefaultHostExecutionSpace exec;
+  dsp::detail::copy_runs(exec, sbuf.data(), whole.data(), sizeof(std::size_t), R.pack);
+  exec.fence();
+  for (std::size_t p = 0; p < n; ++p) {
+    const auto P = dsp::detail::plan_scatter(g, d, int(p), int(n), int(root));
+    const Frame f = frame(g, long(d), p, n);
+    ENSURE(P.bound == R.bound);
+    for (std::size_t q = 0; q < n; ++q) ENSURE(P.recv_counts[q] == (q == root ? f.size() : 0));
+    if (p != root) ENSURE((P.pack.empty() && P.send_elems == 0));
+    ENSURE(R.send_counts[p] == f.size());
+    for (std::size_t k = 0; k < f.size(); ++k) ENSURE(sbuf[R.send_displs[p] + k] == global_of(g, f, k));
+    if (total > 0) ENSURE(R.send_displs[p] + R.send_counts[p] <= R.bound);
+  }
+}
+
 /// Switch invariants on a huge shape, without allocating: sampled ranks and
-/// peers, sampled elements followed from global index to global index.
+/// peers, sampled elements followed from global index to global index, for
+/// the alltoallv, alltoall (when counts are equal) and pairwise plans.
 void check_switch_arithmetic(std::mt19937_64& rng, const Ext& g, std::size_t i, std::size_t j, std::size_t n) {
+  using namespace dsp::detail;
   PLAN_CONTEXT("switch " << i << " -> " << j << " of extents " << text(g) << " over " << n << " ranks");
   auto sample_rank = [&] {
     switch (rng() % 4) {
@@ -385,56 +620,43 @@ void check_switch_arithmetic(std::mt19937_64& rng, const Ext& g, std::size_t i, 
   };
   const Frame in0 = frame(g, long(i), 0, n), out0 = frame(g, long(j), 0, n);
   std::string why;
+  const bool equal = n > 1 && g[i] % n == 0 && g[j] % n == 0;
   for (int s = 0; s < 3; ++s) {
     const std::size_t p = sample_rank();
-    const auto P = dsp::detail::plan_switch(g, i, j, int(p), int(n));
+    const auto P = plan_alltoallv(g, i, j, int(p), int(n));
     const Frame fi = frame(g, long(i), p, n), fo = frame(g, long(j), p, n);
     const std::size_t isz = fi.size(), osz = fo.size();
     // the bound: equal on every rank (from rank 0's blocks, the largest), above everything
     ENSURE(P.bound == std::max(in0.size(), out0.size()));
     ENSURE(P.bound >= std::max(isz, osz));
-    std::size_t sent = P.self.elems, received = P.self.elems;
+    const Exchange X = view_of(P, isz, osz);
+    check_exchange_shape(X, n, p);
     for (std::size_t q = 0; q < n; ++q) {
-      ENSURE(P.send_counts[q] <= P.bound);
-      ENSURE(P.recv_counts[q] <= P.bound);
       // a chunk lies inside its buffer (a displacement of a count of 0 is never used)
       if (P.send_counts[q] > 0) ENSURE(P.send_displs[q] + P.send_counts[q] <= (P.send_from_input ? isz : P.send_elems));
       if (P.recv_counts[q] > 0) ENSURE(P.recv_displs[q] + P.recv_counts[q] <= (P.recv_into_output ? osz : P.recv_elems));
       if (product(g) > 0) ENSURE((P.send_displs[q] <= P.bound && P.recv_displs[q] <= P.bound));
-      sent += P.send_counts[q];
-      received += P.recv_counts[q];
     }
-    ENSURE(sent == isz);  // every input element leaves exactly once (self included)
-    ENSURE(received == osz);
-    for (const CopyTask& t : P.pack) PLAN_ENSURE_MSG(check_task(t, P.send_elems, isz, why), "pack: " << why);
-    for (const CopyTask& t : P.unpack) PLAN_ENSURE_MSG(check_task(t, osz, P.recv_elems, why), "unpack: " << why);
-    PLAN_ENSURE_MSG(check_task(P.self, osz, isz, why), "self: " << why);
-    ENSURE(tiles_contiguously(P.pack, true, P.send_elems));
-    ENSURE(tiles_contiguously(P.unpack, false, P.recv_elems));
     // The strided sides (what is read from the input, what is written to the
     // output) tile their tensors exactly: together a bijection.
-    if (!P.send_from_input) {
+    {
       std::vector<Runs> sides{P.self.src};
       std::vector<std::size_t> el{P.self.elems};
-      for (const CopyTask& t : P.pack) sides.push_back(t.src), el.push_back(t.elems);
-      PLAN_ENSURE_MSG(strided_sides_tile(sides, el, isz, why), "input side: " << why);
-    } else {  // chunks sent straight from the input, plus the self chunk, tile it
-      std::vector<Runs> sides{P.self.src};
-      std::vector<std::size_t> el{P.self.elems};
-      for (std::size_t q = 0; q < n; ++q)
-        if (q != p) sides.push_back(dsp::detail::contiguous(P.send_displs[q], P.send_counts[q])), el.push_back(P.send_counts[q]);
+      if (!P.send_from_input)
+        for (const CopyTask& t : P.pack) sides.push_back(t.src), el.push_back(t.elems);
+      else
+        for (std::size_t q = 0; q < n; ++q)
+          if (q != p) sides.push_back(contiguous(P.send_displs[q], P.send_counts[q])), el.push_back(P.send_counts[q]);
       PLAN_ENSURE_MSG(strided_sides_tile(sides, el, isz, why), "input side: " << why);
     }
-    if (!P.recv_into_output) {
+    {
       std::vector<Runs> sides{P.self.dst};
       std::vector<std::size_t> el{P.self.elems};
-      for (const CopyTask& t : P.unpack) sides.push_back(t.dst), el.push_back(t.elems);
-      PLAN_ENSURE_MSG(strided_sides_tile(sides, el, osz, why), "output side: " << why);
-    } else {
-      std::vector<Runs> sides{P.self.dst};
-      std::vector<std::size_t> el{P.self.elems};
-      for (std::size_t q = 0; q < n; ++q)
-        if (q != p) sides.push_back(dsp::detail::contiguous(P.recv_displs[q], P.recv_counts[q])), el.push_back(P.recv_counts[q]);
+      if (!P.recv_into_output)
+        for (const CopyTask& t : P.unpack) sides.push_back(t.dst), el.push_back(t.elems);
+      else
+        for (std::size_t q = 0; q < n; ++q)
+          if (q != p) sides.push_back(contiguous(P.recv_displs[q], P.recv_counts[q])), el.push_back(P.recv_counts[q]);
       PLAN_ENSURE_MSG(strided_sides_tile(sides, el, osz, why), "output side: " << why);
     }
     // self elements keep their global index
@@ -442,25 +664,51 @@ void check_switch_arithmetic(std::mt19937_64& rng, const Ext& g, std::size_t i, 
       const std::size_t e = rng() % P.self.elems;
       ENSURE(global_of(g, fi, at(P.self.src, e)) == global_of(g, fo, at(P.self.dst, e)));
     }
-    // elements sent to a peer land at the same global index there
+    const auto Pp = plan_peer_switch(g, i, j, int(p), int(n));
+    check_exchange_shape(view_of(Pp, isz, osz), n, p);
+    std::optional<AlltoallPlan> Pa;
+    if (equal) {
+      Pa = plan_alltoall(g, i, j, int(p), int(n));
+      check_exchange_shape(view_of(*Pa, isz, osz), n, p);
+    }
+    // elements sent to a peer land at the same global index there, by every algorithm
     for (int k = 0; k < 4 && n > 1; ++k) {
       std::size_t q = sample_rank();
       if (q == p) q = (p + 1) % n;
-      if (P.send_counts[q] == 0) continue;
-      const auto Q = dsp::detail::plan_switch(g, i, j, int(q), int(n));
+      const Frame fq = frame(g, long(j), q, n);
+      const std::size_t qo = fq.size(), qi = frame(g, long(i), q, n).size();
+      const auto Q = plan_alltoallv(g, i, j, int(q), int(n));
       ENSURE(Q.recv_counts[p] == P.send_counts[q]);
-      const auto [src, dst] = trace_message(P, Q, p, q, rng() % P.send_counts[q]);
-      ENSURE(global_of(g, fi, src) == global_of(g, frame(g, long(j), q, n), dst));
+      if (P.send_counts[q] > 0) {
+        const Exchange XQ = view_of(Q, qi, qo);
+        const std::size_t e = rng() % P.send_counts[q];
+        ENSURE(global_of(g, fi, X.send_at(q, e)) == global_of(g, fq, XQ.recv_at(p, e)));
+      }
+      const auto Qp = plan_peer_switch(g, i, j, int(q), int(n));
+      const auto* s = runs_for(Pp.sends, q);
+      const auto* r = runs_for(Qp.recvs, p);
+      ENSURE((s == nullptr) == (r == nullptr));
+      if (s) {
+        check_pieces(*s, *r);
+        const std::size_t e = rng() % s->elems;
+        ENSURE(global_of(g, fi, at(s->runs, e)) == global_of(g, fq, at(r->runs, e)));
+      }
+      if (Pa && Pa->count > 0) {
+        const auto Qa = plan_alltoall(g, i, j, int(q), int(n));
+        const std::size_t e = rng() % Pa->count;
+        ENSURE(global_of(g, fi, view_of(*Pa, isz, osz).send_at(q, e)) ==
+               global_of(g, fq, view_of(Qa, qi, qo).recv_at(p, e)));
+      }
     }
   }
 }
 
-
-/// Every gather, split and switch of extents g over n ranks, simulated.
+/// Every gather, split, scatter and switch of extents g over n ranks, simulated.
 void check_small_shape(const Ext& g, std::size_t n) {
   for (std::size_t i = 0; i < g.size(); ++i) {
     simulate_gather(g, i, n);
     simulate_split(g, i, n);
+    simulate_scatter(g, i, n, n - 1);
     for (std::size_t j = 0; j < g.size(); ++j)
       if (i != j) simulate_switch(g, i, j, n);
   }
@@ -487,7 +735,7 @@ void check_huge_shape(std::mt19937_64& rng, const Ext& g, std::size_t i, std::si
   check_switch_arithmetic(rng, g, i, j, n);
   // gather: counts and displacements of every rank, from the one plan
   PLAN_CONTEXT("gather of Sharded<" << d << "> of extents " << text(g) << " over " << n << " ranks");
-  const auto G = dsp::detail::plan_gather(g, d, int(n));
+  const auto G = dsp::detail::plan_allgather(g, d, int(n));
   std::size_t sum = 0;
   for (std::size_t q = 0; q < n; ++q) {
     ENSURE(G.counts[q] == frame(g, long(d), q, n).size());
@@ -503,10 +751,25 @@ void check_huge_shape(std::mt19937_64& rng, const Ext& g, std::size_t i, std::si
     std::string why;
     PLAN_ENSURE_MSG(strided_sides_tile(sides, el, sum, why), "gather output side: " << why);
   }
+  // the peer gather of a sampled rank: its runs tile the output with the own block
+  const std::size_t p = rng() % n;
+  const auto P = dsp::detail::plan_peer_gather(g, d, int(p), int(n));
+  std::vector<Runs> sides{P.self.dst};
+  std::vector<std::size_t> el{P.self.elems};
+  for (const auto& r : P.recvs) sides.push_back(r.runs), el.push_back(r.elems);
+  for (int k = 0; k < 3 && !P.recvs.empty(); ++k) {  // sampled senders cut their messages the same way
+    const auto& r = P.recvs[rng() % P.recvs.size()];
+    const auto Q = dsp::detail::plan_peer_gather(g, d, r.peer, int(n));
+    const auto* s = runs_for(Q.sends, p);
+    ENSURE(s != nullptr);
+    check_pieces(*s, r);
+  }
+  std::string why;
+  PLAN_ENSURE_MSG(strided_sides_tile(sides, el, sum, why), "peer gather output side: " << why);
 }
 
-/// One random small case: every gather, split and switch of a random shape
-/// of 1 to 5 dims over 1 to 9 ranks, simulated element by element.
+/// One random small case: every gather, split, scatter and switch of a random
+/// shape of 1 to 5 dims over 1 to 9 ranks, simulated element by element.
 void check_small_case(std::mt19937_64& rng) {
   const std::size_t rank = 1 + rng() % 5, n = 1 + rng() % 9;
   Ext g(rank);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -140,7 +141,8 @@ TEST_CASE("an output that aliases the input is refused") {
 }
 
 TEST_CASE("an output on another communicator is refused") {
-  dsp::MpiCommunicator other = world().split(0, rank());  // same ranks, a different communicator
+  if (size() == 1) return;  // every one-rank communicator is the same group
+  dsp::MpiCommunicator other = world().split(0, size() - rank());  // the same ranks in another order
   X0 x{world(), g};
   fill(x);
   X1 y{other, g};
@@ -151,7 +153,8 @@ TEST_CASE("an output on another communicator is refused") {
 }
 
 TEST_CASE("an output on another communicator on one rank makes every rank raise") {
-  dsp::MpiCommunicator other = world().split(0, rank());
+  if (size() == 1) return;
+  dsp::MpiCommunicator other = world().split(0, size() - rank());
   const bool bad = rank() == 0;
   X0 x{world(), g};
   fill(x);
@@ -196,14 +199,32 @@ TEST_CASE("local failures on several ranks at once, into an existing output, rai
   communicator_still_works();
 }
 
-TEST_CASE("the failing rank raises InvalidArgument, the others MismatchError") {
+TEST_CASE("a rank that cannot allocate raises ResourceError, the others MismatchError") {
   if (size() == 1) return;
   X0 x{world(), g};
   fill(x);
   if (rank() == 1) dsp::detail::injected_faults() = 1;
-  bool invalid = false, mismatch = false;
+  bool resource = false, mismatch = false;
   try {
     dsp::dynamic_switch<1>(x);
+  } catch (const dsp::ResourceError&) {
+    resource = true;
+  } catch (const dsp::MismatchError&) {
+    mismatch = true;
+  }
+  CHECK(resource == (rank() == 1));
+  CHECK(mismatch == (rank() != 1));
+  communicator_still_works();
+}
+
+TEST_CASE("a rank with a bad argument raises InvalidArgument, the others MismatchError") {
+  if (size() == 1) return;
+  X0 x{world(), g};
+  fill(x);
+  X1 y{world(), {7, 5, rank() == 1 ? 3u : 4u}};
+  bool invalid = false, mismatch = false;
+  try {
+    dsp::dynamic_switch<1>(x, y);
   } catch (const dsp::InvalidArgument&) {
     invalid = true;
   } catch (const dsp::MismatchError&) {
@@ -289,7 +310,7 @@ TEST_CASE("per-peer counts beyond INT_MAX: the plan's bound sends every rank dow
         std::size_t bound = 0;
         bool below = true, same = true;
         for (std::size_t p = 0; p < n; ++p) {
-          const auto plan = dsp::detail::plan_switch(ext, i, j, int(p), int(n));
+          const auto plan = dsp::detail::plan_alltoallv(ext, i, j, int(p), int(n));
           if (p == 0) bound = plan.bound;
           same = same && plan.bound == bound;  // the same on every rank: every rank takes the same branch
           for (std::size_t q = 0; q < n; ++q)
@@ -361,11 +382,11 @@ TEST_CASE("extents whose size in bytes wraps around are refused on every rank") 
   // out of bounds.
   const std::array<std::size_t, 3> huge{std::size_t(1) << 32, std::size_t(1) << 31, 4};
   std::string e = error_of([&] { X0 x(world(), huge); });
-  CHECK(e.find("exceed the address space") != std::string::npos);
+  CHECK(e.find("exceed 2^63 bytes") != std::string::npos);
   CHECK(e.find("[4294967296, 2147483648, 4]") != std::string::npos);
   X0::view_type v("v", 1, 1, 1);
   e = error_of([&] { X0 x(world(), huge, v); });  // the wrapping constructor: collective, so every rank
-  CHECK(e.find("exceed the address space") != std::string::npos);
+  CHECK(e.find("exceed 2^63 bytes") != std::string::npos);
   // an empty tensor with large extents is fine: nothing wraps
   X0 empty{world(), {std::size_t(1) << 40, std::size_t(1) << 30, 0}};
   CHECK(empty.local_size() == 0);
@@ -447,5 +468,129 @@ TEST_CASE("ranks that force different switch algorithms raise on every rank inst
   dsp::set_switch_algorithm(saved);
   CHECK(e.find("different communication algorithms") != std::string::npos);
   CHECK(count_wrong(x) == 0);
+  communicator_still_works();
+}
+
+// ---- defects found by an outside probe: each case failed before its fix ----
+
+TEST_CASE("an output on a communicator whose freed MPI handle was reused is still refused") {
+  // Regression: dsp compared the handles the caller passed in. Once the caller
+  // freed them (allowed: dsp duplicates), Open MPI handed the same handle out
+  // again, so communicators of different rank orders compared equal and the
+  // switch wrote past y's block.
+  if (size() == 1) return;
+  MPI_Comm a = MPI_COMM_NULL, b = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, rank(), &a);
+  dsp::MpiCommunicator ca{a};
+  MPI_Comm_free(&a);
+  MPI_Comm_split(MPI_COMM_WORLD, 0, size() - rank(), &b);  // the reverse order
+  dsp::MpiCommunicator cb{b};
+  MPI_Comm_free(&b);
+  CHECK(!(ca == cb));
+  X0 x{ca, g};
+  fill(x);
+  X1 y{cb, g};
+  const std::string e = error_of([&] { dsp::dynamic_switch<1>(x, y); });
+  CHECK(e.find("different communicator") != std::string::npos);
+  CHECK(count_wrong(x) == 0);
+  communicator_still_works();
+}
+
+TEST_CASE("a rank that skipped a collective meets the next call of the same shape: every rank raises") {
+  // Regression: two calls of one shape had the same signature, so the ranks
+  // that were one call ahead silently exchanged the wrong tensor.
+  if (size() == 1) return;
+  X0 x{world(), g};
+  fill(x);
+  std::string e;
+  if (rank() != 0) e = error_of([&] { dsp::dynamic_switch<1>(x); });  // the call rank 0 skipped
+  else e = error_of([&] { dsp::dynamic_switch<1>(x); });              // rank 0's next call
+  CHECK(e.find("different call sites") != std::string::npos);
+  CHECK(e.find("test_errors.cpp:") != std::string::npos);
+  CHECK(count_wrong(x) == 0);
+  // The opt-out: codes that reach one collective from different places on purpose.
+  dsp::set_call_site_checks(false);
+  std::size_t wrong = 0;
+  if (rank() != 0) wrong = count_wrong(dsp::dynamic_switch<1>(x));
+  else wrong = count_wrong(dsp::dynamic_switch<1>(x));
+  dsp::set_call_site_checks(true);
+  CHECK(wrong == 0);
+  communicator_still_works();
+}
+
+TEST_CASE("a LayoutStride view with odd strides on extent-1 dims is refused on every rank, not aborted") {
+  // Regression: dsp's check skipped dims of extent 1, Kokkos' assignment does
+  // not: the process aborted inside Kokkos after the other ranks had returned.
+  const std::array<std::size_t, 3> g1{7, 1, 4};
+  const auto want = dsp::detail::local_extents<dsp::Sharded<0>>(g1, rank(), size());
+  const bool bad = rank() == 0;
+  X0::view_type storage("storage", want[0], 1, 4);
+  using Strided = Kokkos::View<float***, Kokkos::LayoutStride, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>;
+  const Kokkos::LayoutStride odd(want[0], 4, 1, bad ? 99 : 4, 4, 1);  // dim 1: extent 1, stride 99
+  Strided v(storage.data(), odd);
+  const std::string e = error_of([&] { X0 x(world(), g1, v); });
+  if (bad) CHECK(e.find("not contiguous row-major (dim 1 has stride 99, expected 4)") != std::string::npos);
+  else CHECK(e.find("rank 0 could not take part because its local view") != std::string::npos);
+  // exactly row-major strides are accepted
+  const Kokkos::LayoutStride right(want[0], 4, 1, 4, 4, 1);
+  X0 ok(world(), g1, Strided(storage.data(), right));
+  CHECK(ok.local().data() == storage.data());
+  communicator_still_works();
+}
+
+TEST_CASE("an intercommunicator is refused with dsp::InvalidArgument on every rank") {
+  // Regression: accepted; the agreement all-gather then overflowed its buffer
+  // (3 ranks) or hung (5 ranks).
+  if (size() < 2) return;
+  const int color = rank() % 2;
+  MPI_Comm half = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, color, rank(), &half);
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, color == 0 ? 1 : 0, 77, &inter);
+  const std::string e = error_of([&] { dsp::MpiCommunicator c{inter}; });
+  CHECK(e.find("intercommunicator") != std::string::npos);
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&half);
+  communicator_still_works();
+}
+
+TEST_CASE("an extent of SIZE_MAX is refused, not passed to Kokkos") {
+  // Regression: Kokkos reads SIZE_MAX as "no extent" and aborted the process.
+  const std::size_t m = std::numeric_limits<std::size_t>::max();
+  std::string e = error_of([&] { X0 x(world(), {m, 1, 1}); });
+  CHECK(e.find("an extent of 2^63 or more") != std::string::npos);
+  X0::view_type v("v", 1, 1, 1);
+  e = error_of([&] { X0 x(world(), {std::size_t(1), m, std::size_t(1)}, v); });  // collective: every rank
+  CHECK(e.find("an extent of 2^63 or more") != std::string::npos);
+  communicator_still_works();
+}
+
+TEST_CASE("messages name algorithms by name, and tensor ranks apart from extents") {
+  if (size() == 1) return;
+  X0 x{world(), {64, 64, 4}};
+  fill(x);
+  const auto saved = dsp::switch_algorithm();
+  dsp::set_switch_algorithm(rank() == 0 ? dsp::SwitchAlgorithm::alltoallv : dsp::SwitchAlgorithm::datatypes);
+  std::string e = error_of([&] { dsp::dynamic_switch<1>(x); });
+  dsp::set_switch_algorithm(saved);
+  CHECK(e.find("rank 0 alltoallv, rank 1 datatypes") != std::string::npos);
+  // distribute of views of different ranks: "tensor ranks disagree", not extents
+  Kokkos::View<float***, Kokkos::HostSpace> v3("v3", 2, 2, 2);
+  Kokkos::View<float**, Kokkos::HostSpace> v2("v2", 2, 2);
+  if (rank() == 0) e = error_of([&] { dsp::distribute<dsp::Replicated>(world(), v3); });
+  else e = error_of([&] { dsp::distribute<dsp::Replicated>(world(), v2); });
+  CHECK(e.find("tensor ranks disagree: rank 0 3, rank 1 2") != std::string::npos);
+  communicator_still_works();
+}
+
+TEST_CASE("a communicator in use by another collective is detected, not corrupted") {
+  // Two threads on one communicator interleaved messages (MPI_ERR_TRUNCATE,
+  // then a hang). dsp runs one collective at a time per communicator; the
+  // flag another thread would hold is held here, on every rank at once.
+  X0 x{world(), g};
+  fill(x);
+  REQUIRE(world().resources().try_acquire());
+  const std::string e = error_of([&] { dsp::dynamic_switch<1>(x); });
+  world().resources().release();
+  CHECK(e.find("another thread is running a dsp collective on this communicator") != std::string::npos);
   communicator_still_works();
 }

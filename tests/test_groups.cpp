@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <string>
+
 using namespace dsp_test;
 
 namespace {
@@ -33,6 +35,35 @@ TEST_CASE("make_parallel_groups splits the world into sequence and data groups")
     CHECK(groups.data_group == r % sp);
   }
   CHECK_THROWS_AS(dsp::make_parallel_groups(world(), 0), dsp::InvalidArgument);
+}
+
+TEST_CASE("make_parallel_groups: sizes that differ across ranks raise on every rank before any split") {
+  // Regression: no cross-rank check; different sizes hung in MPI_Comm_split
+  // or gave silently inconsistent groups.
+  const int n = world().size();
+  if (n == 1) return;
+  const int sp = world().rank() == 0 ? 1 : n;  // both valid locally, but different
+  std::string e;
+  try {
+    dsp::make_parallel_groups(world(), sp);
+  } catch (const dsp::MismatchError& x) {
+    e = x.what();
+  }
+  CHECK(e.find("sequence-parallel sizes disagree: rank 0 1, rank 1 " + std::to_string(n)) != std::string::npos);
+  // an invalid size on one rank only: that rank InvalidArgument, the others MismatchError
+  const int bad = world().rank() == n - 1 ? 0 : 1;
+  bool invalid = false, mismatch = false;
+  try {
+    dsp::make_parallel_groups(world(), bad);
+  } catch (const dsp::InvalidArgument&) {
+    invalid = true;
+  } catch (const dsp::MismatchError&) {
+    mismatch = true;
+  }
+  CHECK(invalid == (world().rank() == n - 1));
+  CHECK(mismatch == (world().rank() != n - 1));
+  auto ok = dsp::make_parallel_groups(world(), 1);  // still usable afterwards
+  CHECK(ok.sequence.size() == 1);
 }
 
 TEST_CASE("distribute hands every rank of a sequence group the same sample") {

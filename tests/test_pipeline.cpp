@@ -148,3 +148,19 @@ TEST_CASE("counting communicator on one rank: nothing is sent to other ranks") {
   CHECK(c.counts().broadcast == 1);
   CHECK(c.counts().bytes_sent == 0);
 }
+
+TEST_CASE("the cost model refuses byte counts past size_t instead of wrapping") {
+  // Regression: float [2^22]^3 gave 0 bytes, so a static_assert budget passed.
+  // In a constant expression this is a compile error (compile_fail/fail_cost_overflow.cpp).
+  const std::array<std::size_t, 3> e{std::size_t(1) << 22, std::size_t(1) << 22, std::size_t(1) << 22};
+  CHECK_THROWS_AS((dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(e, sizeof(float), 2, 0)),
+                  dsp::InvalidArgument);
+  CHECK_THROWS_AS((dsp::transition_cost<dsp::Sharded<0>, dsp::Replicated>(e, sizeof(float), 2, 0)),
+                  dsp::InvalidArgument);
+  constexpr auto p = dsp::steps::split<0> | dsp::steps::switch_to<1>;
+  CHECK_THROWS_AS(p.cost(e, sizeof(float), 2, 0), dsp::InvalidArgument);
+  // just below the limit it is exact: 2^21 * 2^21 * 2^20 floats over 2 ranks
+  const std::array<std::size_t, 3> big{std::size_t(1) << 21, std::size_t(1) << 21, std::size_t(1) << 20};
+  const auto c = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(big, sizeof(float), 2, 0);
+  CHECK(c.bytes == (std::size_t(1) << 62));  // 4 bytes * 2^20 (dim 2) * 2^20 (own rows) * 2^20 (the peer's columns)
+}

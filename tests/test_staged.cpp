@@ -40,3 +40,28 @@ TEST_CASE("distribute and disagreement checks work through staging") {
     CHECK_THROWS_AS(dsp::dynamic_switch<1>(x), dsp::MismatchError);
   }
 }
+
+// Staging keeps the inner communicator's point-to-point and typed exchanges
+// (the pairwise and datatypes switches, the point-to-point gather).
+static_assert(dsp::PeerExchange<Staged> && dsp::TypedExchange<Staged> && dsp::Splittable<Staged>);
+
+TEST_CASE("every switch algorithm and the point-to-point gather through staging") {
+  Staged c{world()};
+  const std::size_t n = std::size_t(c.size());
+  using A = dsp::SwitchAlgorithm;
+  const auto saved = dsp::switch_algorithm();
+  for (A a : {A::alltoall, A::alltoallv, A::pairwise, A::datatypes}) {
+    dsp::set_switch_algorithm(a);
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<0>, Staged> x{c, {2 * n + 1, 3 * n, 5}};
+    fill(x);
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<2>, Staged> y{c, {2 * n + 1, 3 * n, 5}};
+    fill(y);  // overwritten everywhere: bytes no peer writes must not keep stale values
+    dsp::dynamic_switch<2>(x, y);
+    CHECK(count_wrong(y) == 0);
+    CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  }
+  dsp::set_switch_algorithm(saved);
+  dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, Staged> x{c, {3, 4 * n + 1, 8192}};  // 32 KiB+ runs
+  fill(x);
+  CHECK(count_wrong(dsp::gather(x)) == 0);
+}

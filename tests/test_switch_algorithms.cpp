@@ -69,19 +69,25 @@ TEST_CASE("pairwise messages split at MPI's count limit and keep their order") {
 
 TEST_CASE("automatic picks from global values, so every rank picks the same") {
   const std::size_t big[] = {64, 4096, 128}, small[] = {16, 16, 8}, rows[] = {4096, 4096, 1};
-  const auto pick = [](const std::size_t* g, int n) {
-    return dsp::detail::choose_switch(std::span(g, 3), 0, 1, n, 4, true);
+  using A = dsp::SwitchAlgorithm;
+  const auto choose = [](const std::size_t* g, int n, bool peer, bool typed, A setting = A::automatic) {
+    return dsp::detail::choose_switch(std::span(g, 3), 0, 1, n, 4, {peer, typed}, setting);
   };
-  CHECK(pick(small, 2) == dsp::SwitchAlgorithm::alltoall);
-  CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, true, true) == dsp::SwitchAlgorithm::pairwise);
-  CHECK(pick(big, 2) == dsp::SwitchAlgorithm::pairwise);
-  CHECK(pick(rows, 2) == dsp::SwitchAlgorithm::alltoallv);  // 1-element runs: packing wins
-  const std::size_t mid[] = {64, 64, 128};  // 16 KiB runs: MPI's datatype engine
-  CHECK(dsp::detail::choose_switch(std::span(mid, 3), 0, 1, 2, 4, true, true) == dsp::SwitchAlgorithm::datatypes);
-  CHECK(dsp::detail::choose_switch(std::span(mid, 3), 0, 1, 2, 4, true, false) == dsp::SwitchAlgorithm::alltoallv);
-  CHECK(dsp::detail::choose_switch(std::span(big, 3), 0, 1, 2, 4, false) == dsp::SwitchAlgorithm::alltoallv);
+  CHECK(choose(small, 2, true, false) == A::alltoall);
+  CHECK(choose(big, 2, true, true) == A::pairwise);
+  CHECK(choose(big, 2, true, false) == A::pairwise);
+  CHECK(choose(rows, 2, true, false) == A::alltoallv);  // 1-element runs: packing wins
+  const std::size_t mid[] = {64, 64, 128};              // 16 KiB runs: MPI's datatype engine
+  CHECK(choose(mid, 2, true, true) == A::datatypes);
+  CHECK(choose(mid, 2, true, false) == A::alltoallv);
+  CHECK(choose(big, 2, false, false) == A::alltoallv);
   const std::size_t uneven[] = {15, 17, 8};
-  CHECK(dsp::detail::choose_switch(std::span(uneven, 3), 0, 1, 2, 4, true) != dsp::SwitchAlgorithm::alltoall);
+  CHECK(choose(uneven, 2, true, false) != A::alltoall);
+  // A forced algorithm the backend or shape cannot run resolves to alltoallv when chosen, never later.
+  CHECK(choose(big, 2, false, false, A::pairwise) == A::alltoallv);
+  CHECK(choose(big, 2, true, false, A::datatypes) == A::alltoallv);
+  CHECK(choose(uneven, 2, true, true, A::alltoall) == A::alltoallv);
+  CHECK(choose(big, 2, true, true, A::alltoall) == A::alltoall);
   check<0, 1, float>({64, 1024, 64});  // 16 MiB: automatic at a real size
   check<1, 0, float>({64, 1024, 64});
 }
@@ -144,8 +150,9 @@ TEST_CASE("gather of a dim that is not the first goes point to point when its ru
     dsp::detail::mpi_count_limit() = limit;
     X x{world(), g};
     fill(x);
-    const auto plan = dsp::detail::plan_gather(g, 1, world().size(), world().rank(), true, 4);
-    CHECK(plan.pairwise == (world().size() > 1));
+    const auto plan = dsp::detail::plan_gather(g, 1, world().rank(), world().size(), 4, {true, false},
+                                               dsp::SwitchAlgorithm::automatic);
+    CHECK(std::holds_alternative<dsp::detail::PeerPlan>(plan) == (world().size() > 1));
     Y y{world(), g};
     dsp::gather(x, y);
     CHECK(count_wrong(y) == 0);

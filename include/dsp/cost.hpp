@@ -30,11 +30,24 @@ struct TransitionCost {
 };
 
 namespace detail {
+/// a * b, or InvalidArgument when it overflows std::size_t: in a constant
+/// expression (a static_assert on a cost) the overflow is a compile error.
+constexpr std::size_t checked_mul(std::size_t a, std::size_t b) {
+  if (a != 0 && b > static_cast<std::size_t>(-1) / a)
+    throw InvalidArgument("dsp cost model: a byte count overflows std::size_t");
+  return a * b;
+}
+/// a + b, or InvalidArgument when it overflows std::size_t.
+constexpr std::size_t checked_add(std::size_t a, std::size_t b) {
+  if (b > static_cast<std::size_t>(-1) - a) throw InvalidArgument("dsp cost model: a byte count overflows std::size_t");
+  return a + b;
+}
+
 template <std::size_t R>
 constexpr std::size_t product_except(const std::array<std::size_t, R>& e, std::size_t a, std::size_t b) {
   std::size_t p = 1;
   for (std::size_t d = 0; d < R; ++d)
-    if (d != a && d != b) p *= e[d];
+    if (d != a && d != b) p = checked_mul(p, e[d]);
   return p;
 }
 
@@ -52,11 +65,13 @@ constexpr std::size_t bytes_sent(const std::array<std::size_t, R>& e, std::size_
     // Rank p holds count_i(p) of dim i and sends peer q its count_j(q) of dim j.
     constexpr std::size_t i = From::dim, j = To::dim;
     const Partition pi{e[i], n}, pj{e[j], n};
-    return elem_bytes * product_except(e, i, j) * pi.count(p) * (e[j] - pj.count(p));
+    return checked_mul(checked_mul(checked_mul(elem_bytes, product_except(e, i, j)), pi.count(p)),
+                       e[j] - pj.count(p));
   } else if constexpr (prim == Primitive::gather) {
     // Rank p's block goes to each of the n - 1 others.
     constexpr std::size_t d = From::dim;
-    return elem_bytes * product_except(e, d, d) * Partition{e[d], n}.count(p) * (n - 1);
+    return checked_mul(checked_mul(checked_mul(elem_bytes, product_except(e, d, d)), Partition{e[d], n}.count(p)),
+                       n - 1);
   } else {
     return 0;  // split and identity: local
   }
@@ -65,7 +80,8 @@ constexpr std::size_t bytes_sent(const std::array<std::size_t, R>& e, std::size_
 
 /// The cost of moving a tensor of global extents `e` with `elem_bytes`-byte
 /// elements From -> To on rank `rank` of `n`. constexpr: usable in static_assert.
-/// Throws dsp::InvalidArgument when n == 0 or rank >= n.
+/// Throws dsp::InvalidArgument when n == 0 or rank >= n, or when a byte count
+/// overflows std::size_t (in a constant expression: a compile error).
 template <Layout From, Layout To, std::size_t R>
 constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                          std::size_t n, std::size_t rank) {
@@ -76,7 +92,7 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
   c.primitive = primitive_for<From, To>();
   c.collective = collective_for<From, To>();
   std::size_t total = 1;
-  for (std::size_t x : e) total *= x;
+  for (std::size_t x : e) total = detail::checked_mul(total, x);
   c.collectives = (c.collective != Collective::none && n > 1 && total > 0) ? 1 : 0;
   c.bytes = detail::bytes_sent<From, To>(e, elem_bytes, n, rank);
   for (std::size_t q = 0; q < n; ++q) {

@@ -1,7 +1,15 @@
 // dsp: Dynamic Sequence Parallelism as typed layout transitions.
 // Umbrella header: layouts, partitions, DistTensor, split / dynamic_switch /
-// gather, typed pipelines and their cost model, groups, the one-rank and
-// counting communicators. MPI: <dsp/mpi.hpp>.
+// gather, distribute and parallel groups, typed pipelines and their cost
+// model, settings, the one-rank, staged and counting communicators.
+// MPI: <dsp/mpi.hpp>; NCCL: <dsp/nccl.hpp>.
+//
+// Where things are:
+//   front ends  dsp/*.hpp          primitives, distribute, groups, pipeline, cost, tensor, layout
+//   engine      dsp/engine/        agreement, workspaces, the type-erased engine, dispatch from tensors
+//   plans       dsp/plan/          pure arithmetic: run patterns, one plan type per algorithm
+//   kernels     dsp/kernels/       the copy kernel
+//   backends    dsp/comm/          the Communicator concept and capabilities, MPI, NCCL, Self, staged, counting
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
@@ -9,11 +17,14 @@
 #include <dsp/comm/self.hpp>
 #include <dsp/comm/staged.hpp>
 #include <dsp/cost.hpp>
+#include <dsp/distribute.hpp>
 #include <dsp/error.hpp>
+#include <dsp/extents.hpp>
 #include <dsp/groups.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
 #include <dsp/pipeline.hpp>
 #include <dsp/primitives.hpp>
+#include <dsp/settings.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/version.hpp>

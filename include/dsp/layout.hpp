@@ -7,15 +7,12 @@
 namespace dsp {
 
 /// Every rank holds the whole tensor.
-struct Replicated {
-  static constexpr bool is_sharded = false;
-};
+struct Replicated {};
 
 /// The tensor is split along dim D in contiguous blocks, one per rank, in rank
 /// order; the first (extent % N) ranks hold one more element (see partition.hpp).
 template <std::size_t D>
 struct Sharded {
-  static constexpr bool is_sharded = true;
   static constexpr std::size_t dim = D;
 };
 

@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstddef>
+#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -101,10 +102,6 @@ struct first_input<SplitStep<D>, Rest...> {
   using type = Replicated;
 };
 
-template <class S>
-constexpr bool chain_ok(bool sharded) {
-  return step_traits<S>::needs_sharded == sharded;
-}
 template <class... Steps>
 constexpr bool valid_chain() {
   if constexpr (sizeof...(Steps) < 2) {
@@ -146,21 +143,15 @@ class Pipeline {
   template <Layout In>
   using output_layout = std::tuple_element_t<size, typename detail::layout_chain<In, Steps...>::type>;
 
-  /// Runs the steps on `x` in order and returns the result (a new DistTensor;
-  /// `x` is not modified). Each step is collective as its primitive is.
+  /// Runs the steps on `x` in order and returns the result. `x` is not
+  /// modified; the result is a new tensor, except for the empty pipeline,
+  /// which returns `x` itself (a copy of the handle, sharing its block). Each
+  /// step is collective as its primitive is; `loc`, the pipeline's call site,
+  /// identifies every step's collective for the agreement check.
   template <class X>
-  auto operator()(const X& x) const {
-    static_assert(is_dist_tensor_v<X>, "dsp::Pipeline: the argument must be a dsp::DistTensor.");
-    if constexpr (is_dist_tensor_v<X>) {
-      using Xt = std::remove_cvref_t<X>;
-      constexpr bool fits = ((step_max_dim<Steps>() < Xt::rank) && ...);
-      static_assert(fits, "dsp::Pipeline: a step names a dim D that is not less than the tensor's rank.");
-      constexpr bool accepted = first_accepts<typename Xt::layout_type>();
-      static_assert(accepted,
-                    "dsp::Pipeline: the first step does not accept the input's layout (split needs a Replicated "
-                    "tensor, switch_to and gather a Sharded one).");
-      if constexpr (fits && accepted) return run<Steps...>(x);
-    }
+  auto operator()(const X& x, std::source_location loc = std::source_location::current()) const {
+    if constexpr (applicable<X>()) return run<Steps...>(x, loc);
+    else return detail::Invalid{};
   }
 
   /// The adjoint pipeline for backward passes, derived from the types: steps in
@@ -169,10 +160,11 @@ class Pipeline {
   /// one the first step fixes).
   template <class In = default_input>
   constexpr auto adjoint() const {
-    check_input<In>();
-    if constexpr (!std::is_same_v<In, detail::UnknownLayout>) {
+    if constexpr (check_input<In>()) {
       using Chain = typename detail::layout_chain<In, Steps...>::type;
       return adjoint_impl<Chain>(std::make_index_sequence<size>{});
+    } else {
+      return detail::Invalid{};
     }
   }
   /// Same as adjoint(): every step here is invertible, and its inverse is its adjoint.
@@ -188,12 +180,12 @@ class Pipeline {
   template <class In = default_input, std::size_t R>
   constexpr PipelineCost<size> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
                                     std::size_t rank) const {
-    check_input<In>();
+    constexpr bool input_ok = check_input<In>();
     static_assert(((step_max_dim<Steps>() < R) && ...),
                   "dsp::Pipeline: a step names a dim D that is not less than the tensor's rank.");
     detail::check_cost_args(n, rank);
     PipelineCost<size> c;
-    if constexpr (!std::is_same_v<In, detail::UnknownLayout> && ((step_max_dim<Steps>() < R) && ...)) {
+    if constexpr (input_ok && ((step_max_dim<Steps>() < R) && ...)) {
       using Chain = typename detail::layout_chain<In, Steps...>::type;
       c = cost_impl<Chain>(e, elem_bytes, n, rank, std::make_index_sequence<size>{});
     }
@@ -212,42 +204,64 @@ class Pipeline {
     else return detail::step_accepts_v<std::tuple_element_t<0, std::tuple<Steps...>>, L>;
   }
 
+  /// The rules for an input layout named for adjoint() or cost(): one place.
   template <class In>
-  static constexpr void check_input() {
+  static constexpr bool check_input() {
     static_assert(!std::is_same_v<In, detail::UnknownLayout>,
                   "dsp::Pipeline: the first step does not fix the input layout; name it, as in "
                   "p.adjoint<dsp::Sharded<1>>() or p.cost<dsp::Sharded<1>>(...).");
     if constexpr (!std::is_same_v<In, detail::UnknownLayout>) {
       static_assert(Layout<In>, "dsp::Pipeline: the input layout must be dsp::Replicated or dsp::Sharded<D>.");
-      static_assert(first_accepts<In>(),
+      if constexpr (Layout<In>) {
+        static_assert(first_accepts<In>(),
+                      "dsp::Pipeline: the first step does not accept the input's layout (split needs a Replicated "
+                      "tensor, switch_to and gather a Sharded one).");
+        return first_accepts<In>();
+      }
+    }
+    return false;
+  }
+
+  /// The rules for applying the pipeline to a tensor: one place.
+  template <class X>
+  static constexpr bool applicable() {
+    static_assert(is_dist_tensor_v<X>, "dsp::Pipeline: the argument must be a dsp::DistTensor.");
+    if constexpr (is_dist_tensor_v<X>) {
+      using Xt = std::remove_cvref_t<X>;
+      constexpr bool fits = ((step_max_dim<Steps>() < Xt::rank) && ...);
+      static_assert(fits, "dsp::Pipeline: a step names a dim D that is not less than the tensor's rank.");
+      constexpr bool accepted = first_accepts<typename Xt::layout_type>();
+      static_assert(accepted,
                     "dsp::Pipeline: the first step does not accept the input's layout (split needs a Replicated "
                     "tensor, switch_to and gather a Sharded one).");
+      return fits && accepted;
     }
+    return false;
   }
 
   template <class S, class... Rest, class X>
-  static auto run(const X& x) {
-    auto y = run_step(S{}, x);
+  static auto run(const X& x, const std::source_location& loc) {
+    auto y = run_step(S{}, x, loc);
     if constexpr (sizeof...(Rest) == 0) return y;
-    else return run<Rest...>(y);
+    else return run<Rest...>(y, loc);
   }
   template <class X>
-  static X run(const X& x)
+  static X run(const X& x, const std::source_location&)
     requires(sizeof...(Steps) == 0)
   {
     return x;
   }
   template <std::size_t D, class X>
-  static auto run_step(detail::SplitStep<D>, const X& x) {
+  static auto run_step(detail::SplitStep<D>, const X& x, const std::source_location&) {
     return ::dsp::split<D>(x);
   }
   template <std::size_t D, class X>
-  static auto run_step(detail::SwitchStep<D>, const X& x) {
-    return ::dsp::dynamic_switch<D>(x);
+  static auto run_step(detail::SwitchStep<D>, const X& x, const std::source_location& loc) {
+    return ::dsp::dynamic_switch<D>(x, loc);
   }
   template <class X>
-  static auto run_step(detail::GatherStep, const X& x) {
-    return ::dsp::gather(x);
+  static auto run_step(detail::GatherStep, const X& x, const std::source_location& loc) {
+    return ::dsp::gather(x, loc);
   }
 
   template <class Chain, std::size_t... I>
@@ -266,12 +280,13 @@ class Pipeline {
      ...);
     for (const auto& s : c.steps) {
       c.collectives += s.collectives;
-      c.bytes += s.bytes;
+      c.bytes = detail::checked_add(c.bytes, s.bytes);
     }
     for (std::size_t q = 0; q < n; ++q) {
-      const std::size_t b =
-          (std::size_t{0} + ... +
-           detail::bytes_sent<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n, q));
+      std::size_t b = 0;
+      ((b = detail::checked_add(
+            b, detail::bytes_sent<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n, q))),
+       ...);
       if (b > c.max_bytes) c.max_bytes = b;
     }
     return c;
@@ -307,6 +322,7 @@ constexpr auto operator|(Pipeline<A...>, Pipeline<B...>) {
                   "dsp::Pipeline: switch_to<D> and gather need a Sharded tensor, but the step before them "
                   "(gather) leaves the tensor Replicated. Enter a sharding with split<D>.");
     if constexpr (detail::junction_ok<Last, First>()) return Pipeline<A..., B...>{};
+    else return detail::Invalid{};
   }
 }
 

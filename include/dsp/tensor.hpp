@@ -2,8 +2,10 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/detail/agree.hpp>
+#include <dsp/engine/agree.hpp>
+#include <dsp/engine/engine.hpp>
 #include <dsp/error.hpp>
+#include <dsp/extents.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
 
@@ -12,35 +14,12 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
-#include <new>
+#include <source_location>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 namespace dsp {
-
-/// Global extents of a rank-R tensor. Built from R integers of any type
-/// (`{T, S, C}`), negative ones rejected, or from a std::array<std::size_t, R>.
-template <std::size_t R>
-struct Extents {
-  std::array<std::size_t, R> values{};
-
-  Extents(const std::array<std::size_t, R>& v) : values(v) {}  // NOLINT: implicit by design
-  template <std::integral... I>
-    requires(sizeof...(I) == R)
-  Extents(I... e) {  // NOLINT: implicit by design, so that {T, S, C} converts
-    std::size_t d = 0;
-    ((values[d++] = checked(e)), ...);
-  }
-
- private:
-  template <std::integral I>
-  static std::size_t checked(I e) {
-    if constexpr (std::is_signed_v<I>)
-      if (e < 0) throw InvalidArgument("dsp::Extents: extent " + std::to_string(e) + " is negative");
-    return static_cast<std::size_t>(e);
-  }
-};
 
 namespace detail {
 template <class T, std::size_t R>
@@ -74,36 +53,42 @@ std::array<std::size_t, R> local_offsets(const std::array<std::size_t, R>& g, in
   return o;
 }
 
-template <std::size_t R>
-std::string text(const std::array<std::size_t, R>& e) {
-  std::string t = "[";
-  for (std::size_t d = 0; d < R; ++d) t += (d ? ", " : "") + std::to_string(e[d]);
-  return t + "]";
-}
-
-/// Why a tensor of global extents `g` with `elem_bytes`-byte elements cannot
-/// exist, or "". Its size in bytes must fit in std::size_t: past that, every
-/// size computed from the extents (the plans', Kokkos' allocation) wraps around
-/// to a small number, and a tensor with extents [2^32, 2^31, 4] would get an
-/// empty block and be written out of bounds.
-template <std::size_t R>
-std::string size_error(const std::array<std::size_t, R>& g, std::size_t elem_bytes) {
-  std::size_t bytes = elem_bytes;
-  for (std::size_t x : g)
-    if (x == 0) return "";
-  for (std::size_t x : g) {
-    if (bytes > static_cast<std::size_t>(-1) / x)
-      return "dsp::DistTensor: global extents " + text(g) + " of " + std::to_string(elem_bytes) +
-             "-byte elements exceed the address space (more than 2^64 bytes; sizes would wrap around)";
-    bytes *= x;
-  }
-  return "";
-}
-
 template <class T, std::size_t R>
 const std::array<std::size_t, R>& checked_global(const std::array<std::size_t, R>& g) {
   if (const std::string why = size_error(g, sizeof(T)); !why.empty()) throw InvalidArgument(why);
   return g;
+}
+
+/// Views a DistTensor can wrap: LayoutRight (any rank), LayoutLeft of rank 0
+/// or 1 (the same thing), and LayoutStride with exactly row-major strides.
+/// These are the layouts Kokkos assigns to a LayoutRight view; any other
+/// assignment fails to compile (LayoutLeft of rank 2 or more) or aborts.
+template <class V>
+inline constexpr bool wrappable_layout_v =
+    std::is_same_v<typename V::array_layout, Kokkos::LayoutRight> ||
+    std::is_same_v<typename V::array_layout, Kokkos::LayoutStride> ||
+    (std::is_same_v<typename V::array_layout, Kokkos::LayoutLeft> && V::rank <= 1);
+
+/// Why view `v` cannot be the row-major block of extents `want`, or "".
+/// Agrees with Kokkos' own rule for assigning the view to a LayoutRight one:
+/// a LayoutStride view needs every stride exactly row-major (Kokkos aborts
+/// otherwise, even on dims of extent 1); a LayoutRight view must not be
+/// padded where that would break contiguity.
+template <class V, std::size_t R>
+std::string view_error(const V& v, const std::array<std::size_t, R>& want) {
+  std::array<std::size_t, R> have{};
+  for (std::size_t d = 0; d < R; ++d) have[d] = v.extent(d);
+  if (have != want) return "the local view has extents " + text(have) + " but this rank's block is " + text(want);
+  constexpr bool strided = std::is_same_v<typename V::array_layout, Kokkos::LayoutStride>;
+  std::size_t expect = 1;
+  for (std::size_t d = R; d-- > 0;) {
+    const std::size_t st = static_cast<std::size_t>(v.stride(d));
+    if ((strided || (v.extent(d) > 1 && v.size() > 0)) && st != expect)
+      return "the local view is not contiguous row-major (dim " + std::to_string(d) + " has stride " +
+             std::to_string(st) + ", expected " + std::to_string(expect) + ")";
+    expect *= v.extent(d);
+  }
+  return "";
 }
 
 struct unchecked_t {};
@@ -126,7 +111,7 @@ inline constexpr bool is_dist_tensor_v = is_dist_tensor<std::remove_cvref_t<X>>:
 template <class T, std::size_t Rank, Layout L, Communicator Comm,
           class MemorySpace = typename Comm::memory_space>
 class DistTensor {
-  static_assert(Rank >= 1 && Rank <= detail::kMaxRank, "dsp::DistTensor: the rank must be between 1 and 8.");
+  static_assert(Rank >= 1 && Rank <= kMaxRank, "dsp::DistTensor: the rank must be between 1 and 8 (dsp::kMaxRank).");
   static_assert(layout_fits_v<L, Rank>,
                 "dsp::DistTensor: Sharded<D> requires D < Rank; a tensor of rank R has dims 0 to R-1.");
   static_assert(std::is_trivially_copyable_v<T>,
@@ -146,36 +131,27 @@ class DistTensor {
 
   /// Allocates this rank's block (zero-initialized). Local: no communication;
   /// ranks that disagree on `global` are caught by the next collective.
-  /// Throws InvalidArgument when the tensor's size in bytes would not fit in
-  /// std::size_t.
+  /// Throws InvalidArgument when an extent is 2^63 or more or the tensor's
+  /// size in bytes would pass 2^63 (on this rank only: this constructor is
+  /// local), UsageError outside the Kokkos scope.
   DistTensor(const Comm& comm, Extents<Rank> global)
-      : comm_(comm), global_(detail::checked_global<T>(global.values)),
+      : comm_(comm), global_(checked(global.values)),
         local_(detail::allocate_view<view_type>("dsp::DistTensor", local_extents(), true,
                                                 std::make_index_sequence<Rank>{})) {}
 
-  /// Wraps an existing block: `local` must have exactly this rank's partition
-  /// extents and be contiguous row-major (any Kokkos layout with those strides).
-  /// Collective when agreement checks are on: if any rank's view does not fit,
-  /// every rank throws (the offending rank an InvalidArgument naming the
-  /// extents, the others a MismatchError naming that rank).
+  /// Wraps an existing block, sharing it: `local` must have exactly this
+  /// rank's partition extents and be contiguous row-major: a LayoutRight view,
+  /// a LayoutStride view with row-major strides, or a LayoutLeft view of rank
+  /// 1; not const (dsp writes outputs in place). Collective when agreement
+  /// checks are on: if any rank's view does not fit, every rank throws (the
+  /// offending rank an InvalidArgument naming the extents, the others a
+  /// MismatchError naming that rank).
   template <class V>
     requires Kokkos::is_view<V>::value
-  DistTensor(const Comm& comm, Extents<Rank> global, const V& local) : comm_(comm), global_(global.values) {
-    static_assert(V::rank == Rank, "dsp::DistTensor: the local view must have the tensor's rank.");
-    static_assert(std::is_same_v<typename V::non_const_value_type, T>,
-                  "dsp::DistTensor: the local view must hold the tensor's element type.");
-    static_assert(Kokkos::SpaceAccessibility<MemorySpace, typename V::memory_space>::accessible,
-                  "dsp::DistTensor: the local view must live in (or be accessible from) the tensor's memory space.");
-    std::string why = check_view(local);
-    detail::Signature sig;
-    sig.op = static_cast<std::uint32_t>(detail::Op::construct);
-    detail::set_type<T>(sig);
-    sig.tensor_rank = Rank;
-    sig.src_layout = sig.dst_layout = detail::layout_code<L>();
-    if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_local_view);
-    Comm c = comm_;
-    detail::agree(c, sig, why);  // extents are not compared here: the next collective does that
-    local_ = local;
+  DistTensor(const Comm& comm, Extents<Rank> global, const V& local,
+             std::source_location loc = std::source_location::current())
+      : comm_(comm), global_(global.values) {
+    if constexpr (wrappable<V>()) wrap(local, loc);
   }
 
   /// Internal: a block already known to fit.
@@ -189,47 +165,58 @@ class DistTensor {
   /// Global index of local element (0, ..., 0).
   extents_type local_offsets() const { return detail::local_offsets<L>(global_, comm_.rank(), comm_.size()); }
   const Comm& communicator() const noexcept { return comm_; }
-  std::size_t global_size() const { return product(global_); }
+  std::size_t global_size() const { return detail::product(global_); }
   std::size_t local_size() const { return local_.size(); }
 
   /// Allocates an uninitialized tensor (internal: outputs that are fully overwritten).
   static DistTensor uninitialized(const Comm& comm, const extents_type& global) {
+    detail::require_kokkos("dsp::DistTensor");
     auto e = detail::local_extents<L>(global, comm.rank(), comm.size());
     return DistTensor(detail::unchecked_t{}, comm, global,
                       detail::allocate_view<view_type>("dsp::DistTensor", e, false, std::make_index_sequence<Rank>{}));
   }
 
  private:
-  static std::size_t product(const extents_type& e) {
-    std::size_t p = 1;
-    for (auto x : e) p *= x;
-    return p;
+  static const extents_type& checked(const extents_type& g) {
+    detail::require_kokkos("dsp::DistTensor");
+    return detail::checked_global<T>(g);
+  }
+
+  /// The compile-time rules for a wrapped view, in one place.
+  template <class V>
+  static constexpr bool wrappable() {
+    static_assert(V::rank == Rank, "dsp::DistTensor: the local view must have the tensor's rank.");
+    static_assert(std::is_same_v<typename V::non_const_value_type, T>,
+                  "dsp::DistTensor: the local view must hold the tensor's element type.");
+    static_assert(!std::is_const_v<typename V::value_type>,
+                  "dsp::DistTensor: the local view must not be const: a tensor's block is written in place "
+                  "(as the output of a primitive); wrap a non-const view.");
+    static_assert(detail::wrappable_layout_v<V>,
+                  "dsp::DistTensor: the local view must be LayoutRight, LayoutStride with row-major strides, or "
+                  "LayoutLeft of rank 1; Kokkos cannot view a LayoutLeft block of rank 2 or more as row-major.");
+    static_assert(Kokkos::SpaceAccessibility<MemorySpace, typename V::memory_space>::accessible,
+                  "dsp::DistTensor: the local view must live in (or be accessible from) the tensor's memory space.");
+    return V::rank == Rank && std::is_same_v<typename V::non_const_value_type, T> &&
+           !std::is_const_v<typename V::value_type> && detail::wrappable_layout_v<V> &&
+           Kokkos::SpaceAccessibility<MemorySpace, typename V::memory_space>::accessible;
   }
 
   template <class V>
-  std::string check_view(const V& v) const {
-    if (std::string why = detail::size_error(global_, sizeof(T)); !why.empty()) return why;
-    const auto want = local_extents();
-    extents_type have{};
-    for (std::size_t d = 0; d < Rank; ++d) have[d] = v.extent(d);
-    const std::string who = "dsp::DistTensor (rank " + std::to_string(comm_.rank()) + " of " +
-                            std::to_string(comm_.size()) + ")";
-    if (have != want)
-      return who + ": the local view has extents " + detail::text(have) + " but layout " +
-             detail::layout_text(detail::layout_code<L>()) + " of global extents " + detail::text(global_) +
-             " gives this rank " + detail::text(want);
-    // Row-major contiguity: stride(d) == product of extents after d (dims of extent 1 or
-    // empty views are unconstrained).
-    if (v.size() > 0) {
-      std::size_t expect = 1;
-      for (std::size_t d = Rank; d-- > 0;) {
-        if (v.extent(d) > 1 && static_cast<std::size_t>(v.stride(d)) != expect)
-          return who + ": the local view is not contiguous row-major (dim " + std::to_string(d) +
-                 " has stride " + std::to_string(v.stride(d)) + ", expected " + std::to_string(expect) + ")";
-        expect *= v.extent(d);
-      }
-    }
-    return "";
+  void wrap(const V& local, const std::source_location& loc) {
+    detail::Busy busy(comm_, "dsp::DistTensor construction");
+    std::string why = detail::size_error(global_, sizeof(T));
+    if (why.empty())
+      if (std::string bad = detail::view_error(local, local_extents()); !bad.empty())
+        why = "dsp::DistTensor (rank " + std::to_string(comm_.rank()) + " of " + std::to_string(comm_.size()) +
+              "): " + bad + " (layout " + detail::layout_text(detail::layout_code<L>()) + ", global extents " +
+              detail::text(global_) + ")";
+    detail::Signature sig = detail::make_signature<T>(detail::Op::construct, {}, detail::layout_code<L>(),
+                                                      detail::layout_code<L>(), loc);
+    sig.tensor_rank = Rank;
+    if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_local_view);
+    Comm c = comm_;
+    detail::agree(c, sig, why);  // extents are not compared here: the next collective does that
+    local_ = local;
   }
 
   Comm comm_;

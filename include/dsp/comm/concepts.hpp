@@ -1,21 +1,30 @@
-// dsp: what a communicator must provide. Backends opt in by meeting these concepts.
+// dsp: what a communicator must provide, and the optional capabilities a
+// backend may add. Backends opt in by meeting these concepts; the engine asks
+// the capability concepts, never a backend's type.
 #pragma once
+
+#include <dsp/comm/resources.hpp>
+#include <dsp/plan/runs.hpp>
 
 #include <Kokkos_Core.hpp>
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <span>
+#include <vector>
 
 namespace dsp {
 
-/// Knows its place in a group of ranks.
+/// Knows its place in a group of ranks, and holds dsp's state for the group.
 template <class C>
 concept RankedGroup = requires(const C& c) {
   { c.rank() } -> std::convertible_to<int>;
   { c.size() } -> std::convertible_to<int>;
   /// Identity of the underlying group: copies of one communicator share it.
   { c.id() } -> std::convertible_to<const void*>;
+  /// dsp's caches for this communicator, shared by its copies (comm/resources.hpp).
+  { c.resources() } -> std::convertible_to<const CommResources&>;
 };
 
 /// Moves data that lives in one Kokkos memory space.
@@ -30,8 +39,7 @@ concept HasMemorySpace = requires { typename C::memory_space; } &&
 /// or for all_to_all_v the `bound` argument (the same on every rank, at least
 /// every count and displacement any rank passes), never from local counts.
 template <class C>
-concept AllToAll = requires(C& c, const void* s, void* r, std::size_t n,
-                            std::span<const std::size_t> v) {
+concept AllToAll = requires(C& c, const void* s, void* r, std::size_t n, std::span<const std::size_t> v) {
   c.all_to_all(s, r, n, n);                // send, recv, count per peer, elem_bytes
   c.all_to_all_v(s, v, v, r, v, v, n, n);  // send, counts, displs, recv, counts, displs, elem_bytes, bound
 };
@@ -39,29 +47,77 @@ concept AllToAll = requires(C& c, const void* s, void* r, std::size_t n,
 /// All-gather with equal and per-rank counts (same units as AllToAll; every
 /// rank passes the same `counts` and `displs`).
 template <class C>
-concept AllGather = requires(C& c, const void* s, void* r, std::size_t n,
-                             std::span<const std::size_t> v) {
-  c.all_gather(s, r, n, n);                // send, recv, count per rank, elem_bytes
-  c.all_gather_v(s, n, r, v, v, n);        // send, count, recv, counts, displs, elem_bytes
+concept AllGather = requires(C& c, const void* s, void* r, std::size_t n, std::span<const std::size_t> v) {
+  c.all_gather(s, r, n, n);          // send, recv, count per rank, elem_bytes
+  c.all_gather_v(s, n, r, v, v, n);  // send, count, recv, counts, displs, elem_bytes
 };
 
 /// Broadcast from a root rank (used to hand every rank the same input).
 template <class C>
 concept Broadcast = requires(C& c, void* b, std::size_t n, int root) {
-  c.broadcast(b, n, n, root);              // buffer, count, elem_bytes, root
+  c.broadcast(b, n, n, root);  // buffer, count, elem_bytes, root
 };
 
 /// A host-memory control channel: all-gather of a few bytes, used by the
 /// cross-rank agreement checks whatever memory space the data lives in.
 template <class C>
 concept ControlChannel = requires(C& c, const void* s, void* r, std::size_t n) {
-  c.control_all_gather(s, r, n);           // send, recv, bytes per rank
+  c.control_all_gather(s, r, n);  // send, recv, bytes per rank
 };
 
 /// Everything dsp needs from a backend.
 template <class C>
-concept Communicator = std::copy_constructible<C> && RankedGroup<C> && HasMemorySpace<C> &&
-                       AllToAll<C> && AllGather<C> && Broadcast<C> && ControlChannel<C>;
+concept Communicator = std::copy_constructible<C> && RankedGroup<C> && HasMemorySpace<C> && AllToAll<C> &&
+                       AllGather<C> && Broadcast<C> && ControlChannel<C>;
+
+// ---- optional capabilities ----
+
+/// Point-to-point exchange of run patterns (the pairwise switch, the peer
+/// gather): `exchange_runs(send, sends, recv, recvs, elem_bytes, local)` sends
+/// each PeerRuns of `sends` from `send` and receives each of `recvs` into
+/// `recv`, cut into messages of `piece` elements, and calls `local()` (the
+/// own chunk's copy) while they fly. Both sides of a pair cut a chunk the same
+/// way, and messages of one pair keep their order.
+template <class C>
+concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n) {
+  c.exchange_runs(s, v, r, v, n, [] {});
+};
+
+/// The exchange of PeerExchange as one call with a strided datatype per peer
+/// (MPI_Alltoallw): the backend packs while it transfers. `local()` runs
+/// before the exchange.
+template <class C>
+concept TypedExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n) {
+  c.exchange_runs_typed(s, v, r, v, n, [] {});
+};
+
+/// Collectives are ordered on the stream the kernels run on (NCCL): the
+/// engine need not fence between a kernel and the collective that reads its
+/// output.
+template <class C>
+concept StreamOrdered = requires { requires C::stream_ordered; };
+
+/// The backend has its own execution space instance (a stream) that dsp's
+/// kernels must run on.
+template <class C>
+concept OwnExecutionSpace = requires(const C& c) { c.execution_space(); };
+
+/// The group can be split into subgroups: `split(color, key)` is collective
+/// and returns a communicator of the same type over the ranks of one color,
+/// ordered by key (MPI_Comm_split).
+template <class C>
+concept Splittable = requires(const C& c, int color, int key) {
+  { c.split(color, key) } -> std::same_as<C>;
+};
+
+/// The control channel can give up: `control_all_gather_until(send, recv,
+/// bytes, deadline)` returns the ranks whose bytes did not arrive by then
+/// (empty: all arrived; recv is then complete).
+template <class C>
+concept DeadlineControl = requires(C& c, const void* s, void* r, std::size_t n,
+                                   std::chrono::steady_clock::time_point t) {
+  { c.control_all_gather_until(s, r, n, t) } -> std::convertible_to<std::vector<int>>;
+};
 
 namespace detail {
 /// The execution space instance kernels run on: the communicator's own where it
@@ -69,7 +125,7 @@ namespace detail {
 /// the memory space's execution space.
 template <class MemorySpace, class C>
 auto execution_space_for(const C& c) {
-  if constexpr (requires { c.execution_space(); }) return c.execution_space();
+  if constexpr (OwnExecutionSpace<C>) return c.execution_space();
   else return typename MemorySpace::execution_space{};
 }
 }  // namespace detail

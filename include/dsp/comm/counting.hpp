@@ -4,10 +4,12 @@
 
 #include <dsp/comm/concepts.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>
 #include <utility>
+#include <vector>
 
 namespace dsp {
 
@@ -18,24 +20,29 @@ namespace dsp {
 /// block of an all-gather as delivered to itself, are not counted; its block
 /// of an all-gather is counted once per other rank (N - 1 times), as MPI's
 /// all-gather delivers it to each. A broadcast counts count * (N - 1) on the
-/// root and 0 elsewhere. Agreement-check traffic (control_all_gather) is kept
-/// apart in `control` and `control_bytes`.
+/// root and 0 elsewhere. A point-to-point run exchange (the pairwise and
+/// datatypes switch algorithms, the peer gather) counts as one collective in
+/// `exchange`, with the bytes of every message it sends. Agreement-check
+/// traffic (control_all_gather) is kept apart in `control` and `control_bytes`.
 struct CommCounts {
   std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
   std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
   std::size_t broadcast = 0;
+  std::size_t exchange = 0;    ///< exchange_runs and exchange_runs_typed calls
   std::size_t control = 0;        ///< control_all_gather calls (agreement checks)
   std::size_t bytes_sent = 0;     ///< payload bytes sent to other ranks
   std::size_t control_bytes = 0;  ///< control bytes sent to other ranks
 
-  /// Data collectives: all-to-all + all-gather + broadcast.
-  constexpr std::size_t collectives() const noexcept { return all_to_all + all_gather + broadcast; }
+  /// Data collectives: all-to-all + all-gather + broadcast + run exchanges.
+  constexpr std::size_t collectives() const noexcept { return all_to_all + all_gather + broadcast + exchange; }
   friend constexpr bool operator==(const CommCounts&, const CommCounts&) = default;
 };
 
 /// Forwards every call to the wrapped communicator `C` and records it in a
-/// CommCounts shared by all copies. Same rank, size, group id and memory space
-/// as `C`, so dsp's workspaces and group checks treat it as `C`.
+/// CommCounts shared by all copies. Same rank, size, group id, resources and
+/// memory space as `C`, so dsp's workspaces and group checks treat it as `C`;
+/// it has every optional capability `C` has (comm/concepts.hpp), so dsp
+/// chooses the same algorithms through it as through `C`.
 template <Communicator C>
 class CountingCommunicator {
  public:
@@ -48,6 +55,9 @@ class CountingCommunicator {
   int rank() const { return inner_.rank(); }
   int size() const { return inner_.size(); }
   const void* id() const { return inner_.id(); }
+  const CommResources& resources() const { return inner_.resources(); }
+  /// Stream ordered when the wrapped communicator is.
+  static constexpr bool stream_ordered = StreamOrdered<C>;
   /// The execution space of the wrapped communicator, when it has one.
   auto execution_space() const
     requires requires(const C& c) { c.execution_space(); }
@@ -98,6 +108,37 @@ class CountingCommunicator {
     counts_->control_bytes += bytes * others();
     inner_.control_all_gather(s, r, bytes);
   }
+  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
+                                            std::chrono::steady_clock::time_point deadline)
+    requires DeadlineControl<C>
+  {
+    ++counts_->control;
+    counts_->control_bytes += bytes * others();
+    return inner_.control_all_gather_until(s, r, bytes, deadline);
+  }
+
+  template <class Local>
+  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
+    requires PeerExchange<C>
+  {
+    count_exchange(sends, elem);
+    inner_.exchange_runs(s, sends, r, recvs, elem, std::forward<Local>(local));
+  }
+  template <class Local>
+  void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                           std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
+    requires TypedExchange<C>
+  {
+    count_exchange(sends, elem);
+    inner_.exchange_runs_typed(s, sends, r, recvs, elem, std::forward<Local>(local));
+  }
+  /// A communicator of the same kind over a subgroup, counting into its own counts.
+  CountingCommunicator split(int color, int key) const
+    requires Splittable<C>
+  {
+    return CountingCommunicator(inner_.split(color, key));
+  }
 
   /// Same group when the wrapped communicators are.
   friend bool operator==(const CountingCommunicator& a, const CountingCommunicator& b) {
@@ -108,6 +149,10 @@ class CountingCommunicator {
 
  private:
   std::size_t others() const { return static_cast<std::size_t>(size() > 0 ? size() - 1 : 0); }
+  void count_exchange(std::span<const detail::PeerRuns> sends, std::size_t elem) {
+    ++counts_->exchange;
+    for (const auto& pr : sends) counts_->bytes_sent += pr.elems * elem;
+  }
 
   C inner_;
   std::shared_ptr<CommCounts> counts_;

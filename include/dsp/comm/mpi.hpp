@@ -2,18 +2,23 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/detail/plan.hpp>
+#include <dsp/comm/resources.hpp>
 #include <dsp/error.hpp>
+#include <dsp/plan/runs.hpp>
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 /// Calls an MPI function and throws dsp::BackendError with MPI's error string,
@@ -56,8 +61,9 @@ inline bool mpi_is_live() {
 // user's communicator (so dsp's messages never match the user's and errors
 // return instead of aborting) and the element datatypes built on it.
 struct MpiState {
-  MPI_Comm parent = MPI_COMM_NULL;
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm parent = MPI_COMM_NULL;  // the caller's: reported, never compared (it may be freed and reused)
+  MPI_Comm comm = MPI_COMM_NULL;    // dsp's own: a duplicate, or a split's result
+  CommResources resources;
   int rank = 0;
   int size = 1;
   std::mutex types_mutex;
@@ -168,10 +174,19 @@ class BasicMpiCommunicator {
  public:
   using memory_space = MemorySpace;
 
+  /// Throws UsageError when MPI is not initialized or already finalized,
+  /// InvalidArgument for MPI_COMM_NULL or an intercommunicator (on every rank:
+  /// both are properties of the communicator, the same everywhere).
   explicit BasicMpiCommunicator(MPI_Comm comm) : state_(std::make_shared<detail::MpiState>()) {
     if (!detail::mpi_is_live())
-      throw Error("dsp::MpiCommunicator: MPI is not initialized (or already finalized)");
+      throw UsageError("dsp::MpiCommunicator: MPI is not initialized (or already finalized); create dsp "
+                       "communicators between MPI_Init and MPI_Finalize");
     if (comm == MPI_COMM_NULL) throw InvalidArgument("dsp::MpiCommunicator: MPI_COMM_NULL given");
+    int inter = 0;
+    DSP_CHECK_MPI(MPI_Comm_test_inter(comm, &inter));
+    if (inter)
+      throw InvalidArgument("dsp::MpiCommunicator: an intercommunicator was given; dsp needs an intracommunicator "
+                            "(one group of ranks), e.g. from MPI_Intercomm_merge");
     state_->parent = comm;
     DSP_CHECK_MPI(MPI_Comm_dup(comm, &state_->comm));
     init();
@@ -179,21 +194,26 @@ class BasicMpiCommunicator {
 
   int rank() const noexcept { return state_->rank; }
   int size() const noexcept { return state_->size; }
-  const void* id() const noexcept { return state_.get(); }
+  const void* id() const noexcept { return state_->resources.id(); }
+  /// dsp's caches for this communicator; released with the last copy.
+  const CommResources& resources() const noexcept { return state_->resources; }
   /// The duplicate communicator dsp sends on.
   MPI_Comm native() const noexcept { return state_->comm; }
-  /// The communicator this one was built from.
+  /// The communicator this one was built from (the caller's handle, which the
+  /// caller may have freed since: for reporting only).
   MPI_Comm parent() const noexcept { return state_->parent; }
 
   /// Collective over this communicator: a new communicator per `color`, ranks
   /// ordered by `key` (MPI_Comm_split). The result owns its MPI communicator.
   BasicMpiCommunicator split(int color, int key) const {
+    check_live();
     MPI_Comm out = MPI_COMM_NULL;
     DSP_CHECK_MPI(MPI_Comm_split(state_->comm, color, key, &out));
     return BasicMpiCommunicator(owned_tag{}, out);
   }
 
   void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
+    check_live();
     if (detail::fits_mpi(count)) {
       DSP_CHECK_MPI(MPI_Alltoall(s, static_cast<int>(count), state_->type(elem), r,
                                  static_cast<int>(count), state_->type(elem), state_->comm));
@@ -207,6 +227,7 @@ class BasicMpiCommunicator {
   void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
                     void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
                     std::size_t elem, std::size_t bound) {
+    check_live();
     // `bound` is equal on every rank, so every rank takes the same branch.
     if (detail::fits_mpi(bound)) {
       auto isc = detail::to_int(sc), isd = detail::to_int(sd), irc = detail::to_int(rc),
@@ -227,6 +248,7 @@ class BasicMpiCommunicator {
   template <class Local>
   void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
                      std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+    check_live();
     std::vector<MPI_Request>& req = state_->requests;
     req.clear();
     MPI_Datatype t = state_->type(elem);
@@ -264,6 +286,7 @@ class BasicMpiCommunicator {
   template <class Local>
   void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
                            std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+    check_live();
     detail::MpiState& st = *state_;
     const std::size_t n = static_cast<std::size_t>(size());
     st.w_counts.assign(n, 0);  // counts are 0 or 1: one datatype covers a peer's chunk
@@ -288,6 +311,7 @@ class BasicMpiCommunicator {
   }
 
   void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
+    check_live();
     if (detail::fits_mpi(count)) {
       DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(count), state_->type(elem), r,
                                   static_cast<int>(count), state_->type(elem), state_->comm));
@@ -300,6 +324,7 @@ class BasicMpiCommunicator {
 
   void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
                     std::span<const std::size_t> rd, std::size_t elem) {
+    check_live();
     // rc and rd are the same on every rank, so every rank takes the same branch.
     const std::size_t n = static_cast<std::size_t>(size());
     bool regular = true;
@@ -316,6 +341,7 @@ class BasicMpiCommunicator {
   }
 
   void broadcast(void* b, std::size_t count, std::size_t elem, int root) {
+    check_live();
     char* p = static_cast<char*>(b);
     MPI_Datatype t = state_->type(elem);
     for (std::size_t done = 0; done < count;) {
@@ -326,19 +352,106 @@ class BasicMpiCommunicator {
   }
 
   void control_all_gather(const void* s, void* r, std::size_t bytes) {
+    check_live();
     DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(bytes), MPI_BYTE, r, static_cast<int>(bytes),
                                 MPI_BYTE, state_->comm));
   }
 
-  /// Same group when both wrap the same (or an identical) MPI communicator.
+  /// The agreement check's all-gather, giving up at `deadline`: returns the
+  /// ranks whose bytes had not arrived by then (empty: all arrived). Point to
+  /// point on tags of dsp's own, so that a rank that gives up can leave: its
+  /// unmatched receives are cancelled, the missing ranks are sent an abort
+  /// notice (a late rank that finds one raises TimeoutError instead of going
+  /// on alone), and the communicator is marked unusable.
+  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
+                                            std::chrono::steady_clock::time_point deadline) {
+    check_live();
+    const int n = size(), me = rank();
+    MPI_Comm c = state_->comm;
+    std::memcpy(static_cast<char*>(r) + std::size_t(me) * bytes, s, bytes);
+    std::vector<MPI_Request> recvs(std::size_t(n), MPI_REQUEST_NULL), sends(std::size_t(n), MPI_REQUEST_NULL);
+    for (int q = 0; q < n; ++q)
+      if (q != me)
+        DSP_CHECK_MPI(MPI_Irecv(static_cast<char*>(r) + std::size_t(q) * bytes, static_cast<int>(bytes), MPI_BYTE, q,
+                                kControlTag, c, &recvs[std::size_t(q)]));
+    for (int q = 0; q < n; ++q)
+      if (q != me)
+        DSP_CHECK_MPI(MPI_Isend(s, static_cast<int>(bytes), MPI_BYTE, q, kControlTag, c, &sends[std::size_t(q)]));
+    for (;;) {
+      // MPI_Test frees each request as it completes (MPI_Testall would leave
+      // them all untouched until every one has), so the ones left are missing.
+      bool done = true;
+      for (MPI_Request& rq : recvs) {
+        if (rq == MPI_REQUEST_NULL) continue;
+        int flag = 0;
+        DSP_CHECK_MPI(MPI_Test(&rq, &flag, MPI_STATUS_IGNORE));
+        done = done && flag;
+      }
+      if (done) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        std::vector<int> missing;
+        for (int q = 0; q < n; ++q) {
+          MPI_Request& rq = recvs[std::size_t(q)];
+          if (rq == MPI_REQUEST_NULL) continue;
+          missing.push_back(q);
+          MPI_Cancel(&rq);
+          MPI_Wait(&rq, MPI_STATUS_IGNORE);
+          static const int notice = 1;
+          MPI_Request nq = MPI_REQUEST_NULL;
+          if (MPI_Isend(&notice, 1, MPI_INT, q, kAbortTag, c, &nq) == MPI_SUCCESS) MPI_Request_free(&nq);
+        }
+        for (MPI_Request& sq : sends)
+          if (sq != MPI_REQUEST_NULL) MPI_Request_free(&sq);
+        state_->resources.poison();
+        return missing;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    // Did ranks give up on this one before it came? Their notices were sent
+    // when they gave up, long before this rank got here.
+    std::string gave_up;
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      DSP_CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, kAbortTag, c, &flag, &st));
+      if (!flag) break;
+      int v = 0;
+      DSP_CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, kAbortTag, c, MPI_STATUS_IGNORE));
+      gave_up += (gave_up.empty() ? "" : ", ") + std::to_string(st.MPI_SOURCE);
+    }
+    if (!gave_up.empty()) {
+      for (MPI_Request& sq : sends)  // the ranks that gave up will never receive these
+        if (sq != MPI_REQUEST_NULL) MPI_Request_free(&sq);
+      state_->resources.poison();
+      throw TimeoutError("dsp: rank(s) " + gave_up + " gave up waiting for rank " + std::to_string(me) +
+                         " at an earlier collective (dsp::set_collective_deadline); this communicator cannot be "
+                         "used any more");
+    }
+    DSP_CHECK_MPI(MPI_Waitall(n, sends.data(), MPI_STATUSES_IGNORE));
+    return {};
+  }
+
+  /// Same group for dsp: the same ranks in the same order. Compares dsp's own
+  /// duplicates (MPI_IDENT or MPI_CONGRUENT), never the caller's handles,
+  /// which may have been freed and reused for another communicator.
   friend bool operator==(const BasicMpiCommunicator& a, const BasicMpiCommunicator& b) {
     if (a.state_ == b.state_) return true;
+    if (a.state_->comm == MPI_COMM_NULL || b.state_->comm == MPI_COMM_NULL) return false;
     int res = MPI_UNEQUAL;
-    MPI_Comm_compare(a.state_->parent, b.state_->parent, &res);
-    return res == MPI_IDENT;
+    if (MPI_Comm_compare(a.state_->comm, b.state_->comm, &res) != MPI_SUCCESS) return false;
+    return res == MPI_IDENT || res == MPI_CONGRUENT;
   }
 
  private:
+  static constexpr int kControlTag = 7301;  // the deadline-aware agreement check
+  static constexpr int kAbortTag = 7302;    // "I gave up waiting for you"
+
+  void check_live() const {
+    if (!detail::mpi_is_live() || state_->comm == MPI_COMM_NULL)
+      throw UsageError("dsp::MpiCommunicator: MPI is finalized (or not initialized); finish every dsp call and "
+                       "destroy dsp tensors and communicators before MPI_Finalize");
+  }
+
   struct owned_tag {};
   BasicMpiCommunicator(owned_tag, MPI_Comm owned) : state_(std::make_shared<detail::MpiState>()) {
     state_->parent = owned;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/comm/resources.hpp>
 #include <dsp/error.hpp>
 
 #include <cuda_runtime.h>
@@ -59,6 +60,7 @@ struct NcclState {
   std::mutex scratch_mutex;
   void* scratch = nullptr;  // device buffer of the control channel
   std::size_t scratch_bytes = 0;
+  CommResources resources;
 
   ~NcclState() {
     if (scratch) cudaFree(scratch);  // no throw from a destructor; an error here has nowhere to go
@@ -104,7 +106,8 @@ class BasicNcclCommunicator {
 
   int rank() const noexcept { return state_->rank; }
   int size() const noexcept { return state_->size; }
-  const void* id() const noexcept { return state_.get(); }
+  const void* id() const noexcept { return state_->resources.id(); }
+  const CommResources& resources() const noexcept { return state_->resources; }
   ncclComm_t native() const noexcept { return state_->comm; }
   cudaStream_t stream() const noexcept { return state_->stream; }
   /// Whether equal-count exchanges use ncclAlltoAll (else grouped send/recv).

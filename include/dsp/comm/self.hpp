@@ -4,12 +4,15 @@
 #include <dsp/comm/concepts.hpp>
 #include <dsp/error.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <vector>
 
 namespace dsp {
 
 /// A communicator of exactly one rank. Collectives are local copies in its
 /// memory space (by default the default execution space's memory space).
+/// Copies share dsp's caches; any two are the same group (one rank).
 template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
 class BasicSelfCommunicator {
  public:
@@ -17,7 +20,8 @@ class BasicSelfCommunicator {
 
   int rank() const noexcept { return 0; }
   int size() const noexcept { return 1; }
-  const void* id() const noexcept { return &tag_; }
+  const void* id() const noexcept { return res_.id(); }
+  const CommResources& resources() const noexcept { return res_; }
 
   void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
     copy(r, s, count * elem);
@@ -43,6 +47,11 @@ class BasicSelfCommunicator {
     if (root != 0) throw InvalidArgument("dsp::SelfCommunicator::broadcast: root must be 0");
   }
   void control_all_gather(const void* s, void* r, std::size_t bytes) { std::memcpy(r, s, bytes); }
+  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
+                                            std::chrono::steady_clock::time_point) {
+    std::memcpy(r, s, bytes);
+    return {};
+  }
 
   friend bool operator==(const BasicSelfCommunicator&, const BasicSelfCommunicator&) { return true; }
 
@@ -53,7 +62,7 @@ class BasicSelfCommunicator {
     Kokkos::deep_copy(Bytes(static_cast<unsigned char*>(dst), bytes),
                       Bytes(static_cast<unsigned char*>(const_cast<void*>(src)), bytes));
   }
-  static inline const char tag_ = 0;
+  CommResources res_;
 };
 
 /// The one-rank communicator over the default memory space.

@@ -8,8 +8,11 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dsp {
 
@@ -18,7 +21,9 @@ namespace dsp {
 /// copies the bytes it sends to a host buffer, runs the inner collective there,
 /// and copies what it received back. Correct with any MPI, at the price of two
 /// extra copies; choose it explicitly, as dsp never stages silently. Copies
-/// share their staging buffers, which only grow.
+/// share their staging buffers, which only grow. It has the optional
+/// capabilities of `Inner` (point-to-point and typed run exchange, split,
+/// deadline) except stream ordering: every transfer waits for its copies.
 template <Communicator Inner, class MemorySpace>
 class StagedCommunicator {
   static_assert(Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename Inner::memory_space>::accessible,
@@ -32,7 +37,8 @@ class StagedCommunicator {
 
   int rank() const { return inner_.rank(); }
   int size() const { return inner_.size(); }
-  const void* id() const noexcept { return bufs_.get(); }
+  const void* id() const noexcept { return res_.id(); }
+  const CommResources& resources() const noexcept { return res_; }
   const Inner& inner() const noexcept { return inner_; }
   /// Host bytes held for staging.
   std::size_t staging_bytes() const { return bufs_->send.extent(0) + bufs_->recv.extent(0); }
@@ -75,6 +81,40 @@ class StagedCommunicator {
   }
 
   void control_all_gather(const void* s, void* r, std::size_t bytes) { inner_.control_all_gather(s, r, bytes); }
+  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
+                                            std::chrono::steady_clock::time_point deadline)
+    requires DeadlineControl<Inner>
+  {
+    return inner_.control_all_gather_until(s, r, bytes, deadline);
+  }
+
+  /// The run exchange through host buffers. `local()` (the own chunk, copied
+  /// in `MemorySpace`) runs first; then the receive range, own chunk included,
+  /// goes to the host, the peers' runs land there, and the range comes back.
+  template <class Local>
+  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
+    requires PeerExchange<Inner>
+  {
+    staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local), [&](const char* hs, char* hr) {
+      inner_.exchange_runs(hs, sends, hr, recvs, elem, [] {});
+    });
+  }
+  template <class Local>
+  void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                           std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
+    requires TypedExchange<Inner>
+  {
+    staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local), [&](const char* hs, char* hr) {
+      inner_.exchange_runs_typed(hs, sends, hr, recvs, elem, [] {});
+    });
+  }
+  /// The same staging over a subgroup of the inner communicator (collective).
+  StagedCommunicator split(int color, int key) const
+    requires Splittable<Inner>
+  {
+    return StagedCommunicator(inner_.split(color, key));
+  }
 
   friend bool operator==(const StagedCommunicator& a, const StagedCommunicator& b) {
     if constexpr (requires { a.inner_ == b.inner_; }) return a.inner_ == b.inner_;
@@ -86,6 +126,26 @@ class StagedCommunicator {
   struct Buffers {
     HostBytes send, recv;
   };
+
+  /// One past the last element any of `runs` touches.
+  static std::size_t hull(std::span<const detail::PeerRuns> runs) {
+    std::size_t e = 0;
+    for (const auto& pr : runs)
+      if (pr.elems > 0) e = std::max(e, detail::element_at(pr.runs, pr.elems - 1) + 1);
+    return e;
+  }
+  template <class Local, class Exchange>
+  void staged_exchange(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                       std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local,
+                       Exchange&& exchange) {
+    const std::size_t sbytes = hull(sends) * elem, rbytes = hull(recvs) * elem;
+    const char* hs = to_host(bufs_->send, s, sbytes);
+    local();
+    char* hr = host(bufs_->recv, rbytes);
+    if (rbytes) copy(hr, r, rbytes);  // keeps the own chunk and every byte no peer writes
+    exchange(hs, hr);
+    from_host(r, bufs_->recv, rbytes);
+  }
 
   static std::size_t extent(std::span<const std::size_t> c, std::span<const std::size_t> d) {
     std::size_t e = 0;
@@ -132,6 +192,7 @@ class StagedCommunicator {
 
   Inner inner_;
   std::shared_ptr<Buffers> bufs_;
+  CommResources res_;
 };
 
 }  // namespace dsp

@@ -1,11 +1,8 @@
-// dsp: the one copy kernel every primitive reduces to.
-//
-// A block of a LayoutRight tensor restricted along one dim is a sequence of
-// equal contiguous runs at a fixed stride ("outer" runs of count * inner
-// elements). Packing, unpacking, split's slice, gather's placement and the
-// switch's self chunk are all copies from one such run pattern to another, in
-// the same element order, so one kernel serves them all.
+// dsp: the one copy kernel every primitive reduces to: copies between run
+// patterns (plan/runs.hpp), on the tensor's execution space.
 #pragma once
+
+#include <dsp/plan/runs.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -19,25 +16,6 @@
 #endif
 
 namespace dsp::detail {
-
-/// Run r covers elements [base + r * stride, base + r * stride + len).
-struct Runs {
-  std::size_t base = 0;
-  std::size_t stride = 0;
-  std::size_t len = 0;
-};
-
-/// Copy `elems` elements from src runs to dst runs, in run order. The shorter
-/// run length divides the longer one (true for every block of a LayoutRight
-/// tensor restricted along one dim, and for contiguous buffers).
-struct CopyTask {
-  Runs dst;
-  Runs src;
-  std::size_t elems = 0;
-};
-
-/// A contiguous range of `n` elements from `base`, as runs.
-inline Runs contiguous(std::size_t base, std::size_t n) { return Runs{base, n, n}; }
 
 template <class Exec>
 inline constexpr bool is_host_exec_v = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;

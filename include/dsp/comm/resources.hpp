@@ -1,0 +1,101 @@
+// dsp: the state dsp keeps for one communicator (its workspaces, its recycled
+// outputs, its in-use flag), held by the communicator itself so that it lives
+// exactly as long as the communicator's last copy. No Kokkos, no backend.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <typeindex>
+#include <vector>
+
+namespace dsp {
+
+/// What dsp caches for one communicator. A backend holds one CommResources in
+/// the state its copies share and returns it from `resources()` (see the
+/// Communicator concept); copies of a CommResources share one block, so the
+/// caches go when the last copy of the communicator goes (or at
+/// Kokkos::finalize, or dsp::release_workspaces(), whichever comes first).
+/// Its address is also the communicator's identity (`id()`).
+class CommResources {
+ public:
+  CommResources() : b_(std::make_shared<Block>()) { registry().add(b_); }
+
+  /// The identity of the group this block belongs to.
+  const void* id() const noexcept { return b_.get(); }
+
+  /// The cached object of type S, created (default-constructed) on first use.
+  /// Thread-safe; the reference stays valid until the block is released.
+  template <class S>
+  S& slot() const {
+    std::lock_guard<std::mutex> lock(b_->mutex);
+    auto& p = b_->slots[std::type_index(typeid(S))];
+    if (!p) p = std::make_shared<S>();
+    return *static_cast<S*>(p.get());
+  }
+  /// The cached object of type S, or nullptr when none was made.
+  template <class S>
+  S* find() const {
+    std::lock_guard<std::mutex> lock(b_->mutex);
+    auto it = b_->slots.find(std::type_index(typeid(S)));
+    return it == b_->slots.end() ? nullptr : static_cast<S*>(it->second.get());
+  }
+
+  /// Marks the communicator busy; false when it already was (another thread
+  /// is inside a dsp collective on it).
+  bool try_acquire() const noexcept { return !b_->busy.exchange(true, std::memory_order_acquire); }
+  void release() const noexcept { b_->busy.store(false, std::memory_order_release); }
+
+  /// A communicator whose collective deadline expired cannot be used again.
+  void poison() const noexcept { b_->poisoned.store(true); }
+  bool poisoned() const noexcept { return b_->poisoned.load(); }
+
+  /// Drops every cached object of every live communicator (workspaces and
+  /// recycled outputs): dsp::release_workspaces() and Kokkos::finalize call it.
+  static void release_all() { registry().clear_all(); }
+
+ private:
+  struct Block {
+    std::mutex mutex;
+    std::map<std::type_index, std::shared_ptr<void>> slots;
+    std::atomic<bool> busy{false};
+    std::atomic<bool> poisoned{false};
+  };
+  // Weak references to every live block, so release_all reaches them without
+  // keeping any alive.
+  struct Registry {
+    std::mutex mutex;
+    std::vector<std::weak_ptr<Block>> blocks;
+    void add(const std::shared_ptr<Block>& b) {
+      std::lock_guard<std::mutex> lock(mutex);
+      blocks.erase(std::remove_if(blocks.begin(), blocks.end(), [](auto& w) { return w.expired(); }), blocks.end());
+      blocks.push_back(b);
+    }
+    void clear_all() {
+      std::vector<std::shared_ptr<Block>> live;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (auto& w : blocks)
+          if (auto b = w.lock()) live.push_back(std::move(b));
+      }
+      for (auto& b : live) {
+        std::map<std::type_index, std::shared_ptr<void>> drop;
+        {
+          std::lock_guard<std::mutex> lock(b->mutex);
+          drop.swap(b->slots);
+        }
+      }  // objects are destroyed outside the locks
+    }
+  };
+  static Registry& registry() {
+    static Registry* r = new Registry;  // never destroyed: blocks may outlive static destruction
+    return *r;
+  }
+
+  std::shared_ptr<Block> b_;
+};
+
+}  // namespace dsp

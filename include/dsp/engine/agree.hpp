@@ -1,0 +1,308 @@
+// dsp: cross-rank agreement before a collective.
+//
+// Every rank contributes a fixed-size signature of what it is about to do
+// (operation, call site, element type, global extents, layouts, root, the
+// algorithm it resolved) and whether its local preparation succeeded; one
+// all-gather on the communicator's control channel later, every rank holds
+// the same table and so reaches the same verdict. A disagreement or a local
+// failure anywhere therefore raises on every rank instead of leaving some
+// ranks waiting in a collective that never forms, or moving the data of two
+// different calls.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/error.hpp>
+#include <dsp/extents.hpp>
+#include <dsp/settings.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dsp::detail {
+
+/// Fault injection for tests: while positive, the next preparation step of a
+/// collective on this rank fails as an allocation would, and the count drops.
+inline int& injected_faults() {
+  static int n = 0;
+  return n;
+}
+inline void maybe_inject_fault() {
+  if (injected_faults() > 0) {
+    --injected_faults();
+    throw std::bad_alloc();
+  }
+}
+
+template <class T>
+constexpr std::string_view type_name() {
+  std::string_view p = __PRETTY_FUNCTION__;  // "... [with T = float; ...]" (gcc) / "[T = float]" (clang)
+  const auto b = p.find("T = ");
+  if (b == std::string_view::npos) return p;
+  p.remove_prefix(b + 4);
+  const auto e = p.find_first_of(";]");
+  return p.substr(0, e);
+}
+
+constexpr std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 1469598103934665603ull) {
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+enum class Op : std::uint32_t { construct = 1, split, gather, dynamic_switch, distribute, make_groups };
+
+inline const char* op_name(std::uint32_t op) {
+  switch (static_cast<Op>(op)) {
+    case Op::construct: return "dsp::DistTensor construction";
+    case Op::split: return "dsp::split";
+    case Op::gather: return "dsp::gather";
+    case Op::dynamic_switch: return "dsp::dynamic_switch";
+    case Op::distribute: return "dsp::distribute";
+    case Op::make_groups: return "dsp::make_parallel_groups";
+  }
+  return "an unknown operation";
+}
+
+/// The communication path a rank resolved for a collective.
+enum class Path : std::uint32_t {
+  none = 0,
+  identity,   // a local copy
+  alltoall,   // equal-count all-to-all
+  alltoallv,  // all-to-all-v
+  pairwise,   // point-to-point run exchange
+  datatypes,  // typed run exchange (all-to-all-w)
+  allgather,  // all-gather(v)
+  peer_gather,
+  broadcast,
+  scatter,
+};
+
+inline const char* path_name(std::uint32_t p) {
+  switch (static_cast<Path>(p)) {
+    case Path::none: return "none";
+    case Path::identity: return "identity copy";
+    case Path::alltoall: return "alltoall";
+    case Path::alltoallv: return "alltoallv";
+    case Path::pairwise: return "pairwise";
+    case Path::datatypes: return "datatypes";
+    case Path::allgather: return "allgather";
+    case Path::peer_gather: return "point-to-point gather";
+    case Path::broadcast: return "broadcast";
+    case Path::scatter: return "scatter";
+  }
+  return "unknown";
+}
+
+/// Why a rank could not take part; the rank that failed knows the details.
+enum class Status : std::uint32_t {
+  ok = 0,
+  bad_local_view,
+  alloc_failed,
+  bad_output,
+  bad_setting,
+  bad_argument,
+  backend,
+};
+
+inline const char* status_text(std::uint32_t s) {
+  switch (static_cast<Status>(s)) {
+    case Status::ok: return "no error";
+    case Status::bad_local_view: return "its local view does not fit the partition";
+    case Status::alloc_failed: return "it could not allocate memory";
+    case Status::bad_output: return "its output tensor is invalid";
+    case Status::bad_setting: return "a dsp setting from its environment is invalid";
+    case Status::bad_argument: return "an argument is invalid there";
+    case Status::backend: return "its communication backend failed";
+  }
+  return "an unknown failure";
+}
+
+/// The exception a rank throws for its own failure.
+[[noreturn]] inline void throw_local(std::uint32_t status, const std::string& what) {
+  if (static_cast<Status>(status) == Status::alloc_failed) throw ResourceError(what);
+  throw InvalidArgument(what);
+}
+
+struct Signature {
+  std::uint64_t magic = 0x6473702d61677265ull;  // "dsp-agre"
+  std::uint32_t op = 0;
+  std::uint32_t status = 0;
+  std::uint64_t type_hash = 0;
+  std::uint64_t elem_bytes = 0;
+  std::uint64_t tensor_rank = 0;
+  std::uint64_t extents[kMaxRank] = {};
+  std::int64_t src_layout = 0;
+  std::int64_t dst_layout = 0;
+  std::int64_t root = -1;
+  std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
+  std::uint64_t comm_size = 0;
+  std::uint32_t algorithm = 0;  // the Path a rank resolved (0: none or not chosen)
+  std::uint32_t site_line = 0;
+  std::uint64_t site_hash = 0;  // 0: call-site checks off
+  char type[48] = {};
+  char site[64] = {};  // the end of the call site's file name, for messages
+};
+
+template <class T>
+void set_type(Signature& s) {
+  constexpr std::string_view n = type_name<T>();
+  s.type_hash = fnv1a(n) ^ sizeof(T);
+  s.elem_bytes = sizeof(T);
+  std::memcpy(s.type, n.data(), n.size() < sizeof s.type - 1 ? n.size() : sizeof s.type - 1);
+}
+
+inline void set_extents(Signature& s, std::span<const std::size_t> e) {
+  s.tensor_rank = e.size();
+  for (std::size_t d = 0; d < e.size() && d < kMaxRank; ++d) s.extents[d] = e[d];
+}
+
+/// Records where the public call was made (when call-site checks are on).
+inline void set_site(Signature& s, const std::source_location& loc) {
+  if (!call_site_checks()) return;
+  const std::string_view f = loc.file_name();
+  s.site_hash = fnv1a(f, fnv1a(std::to_string(loc.line()) + ":" + std::to_string(loc.column())));
+  s.site_line = loc.line();
+  const std::string_view tail = f.size() < sizeof s.site - 1 ? f : f.substr(f.size() - (sizeof s.site - 1));
+  std::memcpy(s.site, tail.data(), tail.size());
+}
+
+/// A signature for `op` on a tensor of element type T and extents e.
+template <class T>
+Signature make_signature(Op op, std::span<const std::size_t> e, long src_layout, long dst_layout,
+                         const std::source_location& loc) {
+  Signature s;
+  s.op = static_cast<std::uint32_t>(op);
+  set_type<T>(s);
+  set_extents(s, e);
+  s.src_layout = src_layout;
+  s.dst_layout = dst_layout;
+  set_site(s, loc);
+  return s;
+}
+
+inline std::string layout_text(std::int64_t code) {
+  return code < 0 ? std::string("Replicated") : "Sharded<" + std::to_string(code) + ">";
+}
+
+inline std::string extents_text(const Signature& s) {
+  std::string t = "[";
+  for (std::uint64_t d = 0; d < s.tensor_rank && d < kMaxRank; ++d) t += (d ? ", " : "") + std::to_string(s.extents[d]);
+  return t + "]";
+}
+
+inline std::string site_text(const Signature& s) {
+  if (s.site_hash == 0) return "(unknown: call-site checks off)";
+  std::string_view f(s.site, strnlen(s.site, sizeof s.site));
+  if (const auto slash = f.rfind('/'); slash != std::string_view::npos) f.remove_prefix(slash + 1);
+  return std::string(f) + ":" + std::to_string(s.site_line);
+}
+
+// The first field on which some rank differs from rank 0, described with
+// the ranks' values (the first 16), or "" when all agree.
+inline std::string describe_disagreement(const std::vector<Signature>& all) {
+  const Signature& a = all[0];
+  auto list = [&](auto field) {
+    std::string t;
+    const std::size_t shown = all.size() < 16 ? all.size() : 16;
+    for (std::size_t r = 0; r < shown; ++r) t += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " + field(all[r]);
+    if (shown < all.size()) t += ", ... (" + std::to_string(all.size() - shown) + " more ranks)";
+    return t;
+  };
+  auto differs = [&](auto field) {
+    for (const Signature& b : all)
+      if (!(field(b) == field(a))) return true;
+    return false;
+  };
+  for (const Signature& b : all)
+    if (b.magic != a.magic || b.comm_size != a.comm_size)
+      return "the ranks are not running the same dsp operation on one communicator";
+  if (differs([](const Signature& s) { return s.op; }))
+    return "the ranks called different operations: " + list([](const Signature& s) { return std::string(op_name(s.op)); });
+  if (differs([](const Signature& s) { return s.tensor_rank; }))
+    return "tensor ranks disagree: " + list([](const Signature& s) { return std::to_string(s.tensor_rank); });
+  if (differs([](const Signature& s) { return s.type_hash ^ s.elem_bytes; }))
+    return "element types disagree: " +
+           list([](const Signature& s) { return std::string(s.type) + " (" + std::to_string(s.elem_bytes) + " bytes)"; });
+  if (differs([](const Signature& s) { return extents_text(s); })) return "global extents disagree: " + list(extents_text);
+  if (differs([](const Signature& s) { return s.src_layout; }))
+    return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout); });
+  if (differs([](const Signature& s) { return s.dst_layout; }))
+    return "target layouts disagree: " + list([](const Signature& s) { return layout_text(s.dst_layout); });
+  if (differs([](const Signature& s) { return s.root; }))
+    return "root ranks disagree: " + list([](const Signature& s) { return std::to_string(s.root); });
+  if (differs([](const Signature& s) { return s.arg; }))
+    return std::string(static_cast<Op>(a.op) == Op::make_groups ? "sequence-parallel sizes" : "arguments") +
+           " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
+  if (differs([](const Signature& s) { return s.algorithm; }))
+    return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
+           "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
+           list([](const Signature& s) { return std::string(path_name(s.algorithm)); });
+  if (differs([](const Signature& s) { return s.site_hash; }))
+    return "the ranks reached this collective from different call sites (a rank that skipped a collective is "
+           "at its next one; if different places are intended, dsp::set_call_site_checks(false) or "
+           "DSP_CALL_SITE_CHECKS=0 turns this check off): " + list(site_text);
+  return "";
+}
+
+/// Collective (when agreement checks are on): all ranks exchange `mine` and
+/// either all return or all throw. `local_error` is this rank's own message
+/// when mine.status != ok; that rank throws it (ResourceError for a failed
+/// allocation, InvalidArgument otherwise), the others a MismatchError naming
+/// the failing rank. With checks off, a local failure throws on this rank only.
+/// With a collective deadline, ranks that wait past it raise TimeoutError.
+template <class Comm>
+void agree(Comm& comm, Signature mine, const std::string& local_error) {
+  if (mine.status == 0)
+    if (const std::string bad = settings_error(); !bad.empty()) {
+      // A bad setting from the environment fails here, before communicating,
+      // as any local failure does, so every rank raises.
+      mine.status = static_cast<std::uint32_t>(Status::bad_setting);
+      return agree(comm, mine, std::string(op_name(mine.op)) + ": " + bad);
+    }
+  if (!agreement_checks()) {
+    if (mine.status != 0) throw_local(mine.status, local_error);
+    return;
+  }
+  const int n = comm.size();
+  mine.comm_size = static_cast<std::uint64_t>(n);
+  thread_local std::vector<Signature> all;
+  all.assign(static_cast<std::size_t>(n), Signature{});
+  const char* op = op_name(mine.op);
+  const auto deadline = collective_deadline();
+  bool gathered = false;
+  if constexpr (DeadlineControl<Comm>) {
+    if (deadline.count() > 0) {
+      const std::vector<int> missing = comm.control_all_gather_until(
+          &mine, all.data(), sizeof(Signature), std::chrono::steady_clock::now() + deadline);
+      if (!missing.empty()) {
+        std::string who;
+        for (std::size_t k = 0; k < missing.size() && k < 16; ++k) who += (k ? ", " : "") + std::to_string(missing[k]);
+        if (missing.size() > 16) who += ", ...";
+        throw TimeoutError(std::string(op) + ": rank(s) " + who + " of " + std::to_string(n) +
+                           " did not reach this collective within " + std::to_string(deadline.count()) +
+                           " ms (dsp::set_collective_deadline); nothing was communicated, and this communicator "
+                           "cannot be used any more");
+      }
+      gathered = true;
+    }
+  }
+  if (!gathered) comm.control_all_gather(&mine, all.data(), sizeof(Signature));
+  if (mine.status != 0) throw_local(mine.status, local_error);
+  for (int r = 0; r < n; ++r)
+    if (all[std::size_t(r)].status != 0)
+      throw MismatchError(std::string(op) + ": rank " + std::to_string(r) + " could not take part because " +
+                          status_text(all[std::size_t(r)].status) +
+                          "; nothing was communicated and the input is unchanged");
+  const std::string why = describe_disagreement(all);
+  if (!why.empty())
+    throw MismatchError(std::string(op) + ": " + why + "; nothing was communicated and the input is unchanged");
+}
+
+}  // namespace dsp::detail

@@ -1,0 +1,62 @@
+// dsp: run patterns, the vocabulary shared by plans, kernels and backends.
+// A leaf header: pure types and arithmetic, no Kokkos, no communication.
+//
+// A block of a LayoutRight tensor restricted along one dim is `outer` runs of
+// `count * inner` contiguous elements at a fixed stride (a Slab). Packing,
+// unpacking, split's slice, gather's placement and a switch's own chunk are
+// all copies from one such run pattern to another, in the same element order.
+#pragma once
+
+#include <dsp/extents.hpp>
+
+#include <cstddef>
+#include <span>
+
+namespace dsp::detail {
+
+/// Run r covers elements [base + r * stride, base + r * stride + len).
+struct Runs {
+  std::size_t base = 0;
+  std::size_t stride = 0;
+  std::size_t len = 0;
+};
+
+/// A contiguous range of `n` elements from `base`, as runs.
+constexpr Runs contiguous(std::size_t base, std::size_t n) { return Runs{base, n, n}; }
+
+/// Element e of a run pattern.
+constexpr std::size_t element_at(const Runs& r, std::size_t e) { return r.base + (e / r.len) * r.stride + e % r.len; }
+
+/// Copy `elems` elements from src runs to dst runs, in run order. The shorter
+/// run length divides the longer one (true for every block of a LayoutRight
+/// tensor restricted along one dim, and for contiguous buffers).
+struct CopyTask {
+  Runs dst;
+  Runs src;
+  std::size_t elems = 0;
+};
+
+/// One peer's chunk as point-to-point messages: the chunk is `runs` of the
+/// local tensor (`elems` elements in all), cut into consecutive messages of
+/// `piece` elements, the shorter of the sender's and the receiver's
+/// contiguous runs, so both sides cut it the same way.
+struct PeerRuns {
+  int peer = 0;
+  Runs runs;
+  std::size_t piece = 0, elems = 0;
+};
+
+/// The block of a LayoutRight tensor of extents `e` restricted along dim `d`
+/// to [offset, offset + count): outer runs of count * inner elements.
+struct Slab {
+  std::size_t outer = 0, inner = 0, extent = 0;
+  constexpr Runs runs(std::size_t offset, std::size_t count) const {
+    return Runs{offset * inner, extent * inner, count * inner};
+  }
+  constexpr std::size_t elems(std::size_t count) const { return outer * count * inner; }
+};
+constexpr Slab slab(std::span<const std::size_t> e, std::size_t d) {
+  return Slab{product(e, 0, d), product(e, d + 1, e.size()), e[d]};
+}
+
+}  // namespace dsp::detail

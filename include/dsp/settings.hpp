@@ -1,0 +1,159 @@
+// dsp: process-wide settings, each with an environment variable that sets its
+// start value. Every rank must use the same settings; the agreement check of
+// each collective compares the ones that decide which collective runs.
+//
+//   setting                       environment variable      default
+//   set_agreement_checks(bool)    DSP_AGREEMENT_CHECKS=1|0  on
+//   set_call_site_checks(bool)    DSP_CALL_SITE_CHECKS=1|0  on
+//   set_switch_algorithm(a)       DSP_SWITCH_ALGORITHM=...  automatic
+//   set_collective_deadline(d)    DSP_DEADLINE_SECONDS=s    none (0)
+//
+// An environment variable with a value dsp does not accept makes the next
+// collective raise dsp::InvalidArgument on every rank, naming the accepted
+// values (until the setting is made by a call). The setters are not
+// synchronized: call them between collectives, not while another thread runs one.
+#pragma once
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace dsp {
+
+/// How dynamic_switch moves data between ranks. Every rank must use the same
+/// setting: dsp picks from values equal on all ranks, never from local counts,
+/// and the agreement check compares the resolved choice.
+enum class SwitchAlgorithm {
+  automatic,  ///< per shape, from the global extents, element size and rank count (the default)
+  alltoall,   ///< pack every chunk, the own one included, into one equal-count all-to-all, unpack:
+              ///< the fewest calls, best for small tensors; needs both dims divisible by the rank
+              ///< count (otherwise resolves to alltoallv)
+  alltoallv,  ///< pack only non-contiguous chunks, one all-to-all-v with the own chunk excluded
+              ///< (copied input to output directly), unpack only where needed
+  pairwise,   ///< point-to-point messages straight from the input's contiguous runs into the
+              ///< output's, no pack or unpack, own chunk copied while they fly; resolves to
+              ///< alltoallv on backends without point-to-point exchange (dsp::PeerExchange)
+  datatypes,  ///< one all-to-all-w with a strided datatype per peer: the backend (MPI) packs and
+              ///< unpacks while it transfers; resolves to alltoallv on backends without it
+              ///< (dsp::TypedExchange) or for tensors whose byte offsets pass INT_MAX
+};
+
+/// The name of an algorithm, as DSP_SWITCH_ALGORITHM spells it.
+constexpr const char* to_string(SwitchAlgorithm a) noexcept {
+  switch (a) {
+    case SwitchAlgorithm::automatic: return "automatic";
+    case SwitchAlgorithm::alltoall: return "alltoall";
+    case SwitchAlgorithm::alltoallv: return "alltoallv";
+    case SwitchAlgorithm::pairwise: return "pairwise";
+    case SwitchAlgorithm::datatypes: return "datatypes";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+/// One setting: its value, and why the environment's value was refused ("" if not).
+template <class T>
+struct Setting {
+  T value;
+  std::string error;
+};
+
+inline std::string env_error(const char* name, std::string_view value, const char* accepted) {
+  return std::string(name) + "=" + std::string(value) + " is not a value dsp accepts; accepted: " + accepted;
+}
+
+inline Setting<bool> env_bool(const char* name, bool fallback) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return {fallback, ""};
+  const std::string_view v = e;
+  if (v == "1" || v == "on" || v == "true" || v == "yes") return {true, ""};
+  if (v == "0" || v == "off" || v == "false" || v == "no") return {false, ""};
+  return {fallback, env_error(name, v, "1, on, true, yes, 0, off, false, no")};
+}
+
+inline Setting<bool>& agreement_setting() {
+  static Setting<bool> s = env_bool("DSP_AGREEMENT_CHECKS", true);
+  return s;
+}
+inline Setting<bool>& call_site_setting() {
+  static Setting<bool> s = env_bool("DSP_CALL_SITE_CHECKS", true);
+  return s;
+}
+inline Setting<SwitchAlgorithm>& switch_setting() {
+  static Setting<SwitchAlgorithm> s = [] {
+    const char* e = std::getenv("DSP_SWITCH_ALGORITHM");
+    if (!e || !*e) return Setting<SwitchAlgorithm>{SwitchAlgorithm::automatic, ""};
+    for (SwitchAlgorithm a : {SwitchAlgorithm::automatic, SwitchAlgorithm::alltoall, SwitchAlgorithm::alltoallv,
+                              SwitchAlgorithm::pairwise, SwitchAlgorithm::datatypes})
+      if (std::string_view(e) == to_string(a)) return Setting<SwitchAlgorithm>{a, ""};
+    return Setting<SwitchAlgorithm>{
+        SwitchAlgorithm::automatic,
+        env_error("DSP_SWITCH_ALGORITHM", e, "automatic, alltoall, alltoallv, pairwise, datatypes")};
+  }();
+  return s;
+}
+inline Setting<std::chrono::milliseconds>& deadline_setting() {
+  static Setting<std::chrono::milliseconds> s = [] {
+    using ms = std::chrono::milliseconds;
+    const char* e = std::getenv("DSP_DEADLINE_SECONDS");
+    if (!e || !*e) return Setting<ms>{ms(0), ""};
+    char* end = nullptr;
+    const double v = std::strtod(e, &end);
+    if (end == e || *end != '\0' || !(v >= 0) || v > 1e9)
+      return Setting<ms>{ms(0), env_error("DSP_DEADLINE_SECONDS", e, "a number of seconds >= 0 (0: no deadline)")};
+    return Setting<ms>{ms(static_cast<long long>(v * 1000.0 + 0.5)), ""};
+  }();
+  return s;
+}
+
+/// Why a setting from the environment was refused ("" when all are fine).
+/// Collectives check it before they communicate, so it raises on every rank.
+inline std::string settings_error() {
+  std::string why;
+  for (const std::string* e : {&agreement_setting().error, &call_site_setting().error, &switch_setting().error,
+                               &deadline_setting().error})
+    if (!e->empty()) why += (why.empty() ? "" : "; ") + *e;
+  return why;
+}
+
+}  // namespace detail
+
+/// Turns the cross-rank agreement check of every collective on or off (on by
+/// default). Off saves one small all-gather per call, but ranks that then
+/// disagree may hang or corrupt data. Every rank must use the same setting.
+inline void set_agreement_checks(bool on) { detail::agreement_setting() = {on, ""}; }
+/// Whether collectives check cross-rank agreement first.
+inline bool agreement_checks() { return detail::agreement_setting().value; }
+
+/// Turns the call-site part of the agreement check on or off (on by default).
+/// On, ranks that reach one collective from different places in the source
+/// (a rank that skipped a call and is already at the next one, say) raise
+/// MismatchError instead of exchanging data of two different calls. Turn it
+/// off for codes that reach the same collective from different places on
+/// purpose (e.g. rank 0 in one branch, the others in another), or whose ranks
+/// run different executables.
+inline void set_call_site_checks(bool on) { detail::call_site_setting() = {on, ""}; }
+/// Whether the agreement check compares call sites.
+inline bool call_site_checks() { return detail::call_site_setting().value; }
+
+/// Forces the algorithm of every following dynamic_switch (automatic by
+/// default; see SwitchAlgorithm). Every rank must use the same setting.
+inline void set_switch_algorithm(SwitchAlgorithm a) { detail::switch_setting() = {a, ""}; }
+/// The algorithm setting dynamic_switch uses.
+inline SwitchAlgorithm switch_algorithm() { return detail::switch_setting().value; }
+
+/// How long a rank waits in a collective's agreement check for the other
+/// ranks to arrive before it raises dsp::TimeoutError naming the operation and
+/// the ranks that did not come (0, the default: wait forever). Needs the
+/// agreement check on, and a backend with a deadline-aware control channel
+/// (MPI, Self; NCCL waits forever). After a timeout the communicator cannot be
+/// used again. Every rank must use the same setting.
+inline void set_collective_deadline(std::chrono::milliseconds d) {
+  detail::deadline_setting() = {d < std::chrono::milliseconds(0) ? std::chrono::milliseconds(0) : d, ""};
+}
+/// The collective deadline (0: none).
+inline std::chrono::milliseconds collective_deadline() { return detail::deadline_setting().value; }
+
+}  // namespace dsp
