@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # GB/s (size / time per rank) against size per rank, from bench/run.sh's sweeps.
 set terminal pngcairo size 900,560 font ",11" noenhanced
 set output "docs/benchmarks.png"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what dsp's build, tests and examples need on Debian 12, if missing.
 # Runs apt-get as root (directly, or through sudo).
 set -euo pipefail
