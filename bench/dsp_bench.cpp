@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp-bench: a microbenchmark of collectives through dsp, after nccl-tests.
 //
 //   mpirun -np 2 dsp-bench --op switch --dims 0,1 -b 8 -e 128M -f 2 -n 20 -w 5 -c 1 -d float
@@ -7,9 +8,15 @@
 // Columns: size (B), count (elements), type, time (us: the median over
 // iterations of the slowest rank's time), algbw = size / time (GB/s),
 // busbw = algbw * (n-1)/n (what crosses the links), #wrong (elements that
-// differ from the reference, summed over ranks; -1 when not checked).
+// differ from the reference, summed over ranks; -1 when not checked: with
+// -c 0, and always for the unchecked references mpi-alltoall and memcpy),
+// shape (the global tensor [A, B, C] a switch and its references move,
+// as AxBxC; "-" for alltoall and allgather, which move flat buffers). The
+// text table ends with nccl-tests' "# Avg bus bandwidth" line: the mean busbw
+// over the sizes run.
 #include "common.hpp"
 
+#include <array>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -35,8 +42,13 @@ struct Options {
   bool agreement = true;
 };
 
+// Prints the help (rank 0) and ends the run; every rank parses the same
+// arguments, so every rank gets here and MPI is finalized on all of them.
 [[noreturn]] void usage(int rc) {
-  std::puts(
+  int init = 0, rank = 0;
+  MPI_Initialized(&init);
+  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const char* help =
       "usage: dsp-bench [options]\n"
       "  -b, --minbytes N     smallest size in bytes per rank (K, M, G suffixes)   [32]\n"
       "  -e, --maxbytes N     largest size                                         [32M]\n"
@@ -45,6 +57,7 @@ struct Options {
       "  -n, --iters N        timed iterations per size                             [20]\n"
       "  -w, --warmup_iters N untimed iterations first                              [5]\n"
       "  -c, --check 0|1      check every element against the reference             [1]\n"
+      "                       (0: no check, and #wrong is reported as -1)\n"
       "  -d, --datatype T     float double int32 int64 int8 uint8                   [float]\n"
       "  -o, --op OP          alltoall | allgather | switch                         [switch]\n"
       "                       references for the switch's shape: mpi-alltoall (raw MPI_Alltoall of\n"
@@ -55,7 +68,14 @@ struct Options {
       "  -a, --agreement 0|1  dsp's cross-rank agreement check                      [1]\n"
       "  -B, --backend NAME   communicator backend: mpi                              [mpi]\n"
       "  -F, --format FMT     text | csv | json                                     [text]\n"
-      "  -O, --output FILE    write the table there instead of stdout (rank 0)\n");
+      "  -O, --output FILE    write the table there instead of stdout (rank 0)\n"
+      "\n"
+      "Columns: size (B), count (elements), type, time (us), algbw and busbw (GB/s), #wrong\n"
+      "(-1: not checked), shape (global tensor AxBxC of a switch and its references, - otherwise).\n"
+      "The text table ends with '# Avg bus bandwidth : X' (GB/s, mean busbw over the sizes); with\n"
+      "csv or json on stdout that line goes to stderr, with -O to stdout; json also has avg_busbw.\n";
+  if (rank == 0) std::fputs(help, rc == 0 ? stdout : stderr);
+  if (init) MPI_Finalize();
   std::exit(rc);
 }
 
@@ -107,7 +127,21 @@ struct Row {
   std::size_t bytes = 0, count = 0;
   double time_us = 0, algbw = 0, busbw = 0;
   long long wrong = -1;
+  std::array<std::size_t, 3> shape{};  // global tensor of a switch (and its references); all 0 for flat buffers
 };
+
+// The shape column: "AxBxC", or "-" for the flat buffers of alltoall and allgather.
+std::string shape_text(const Row& r) {
+  if (r.shape[0] == 0) return "-";
+  return std::to_string(r.shape[0]) + "x" + std::to_string(r.shape[1]) + "x" + std::to_string(r.shape[2]);
+}
+
+// Mean bus bandwidth over the sizes run (nccl-tests' "Avg bus bandwidth").
+double avg_busbw(const std::vector<Row>& rows) {
+  double sum = 0;
+  for (const Row& r : rows) sum += r.busbw;
+  return rows.empty() ? 0 : sum / double(rows.size());
+}
 
 // Value at a global linear index: exact in every type (wraps in the small ones).
 template <class T>
@@ -144,8 +178,9 @@ class Runner {
     MPI_Allreduce(&w, &s, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
     return s;
   }
-  Row finish(std::size_t bytes, std::size_t count, double t, long long wrong) const {
-    Row r{bytes, count, t * 1e6, 0, 0, wrong};
+  Row finish(std::size_t bytes, std::size_t count, double t, long long wrong,
+             std::array<std::size_t, 3> shape = {}) const {
+    Row r{bytes, count, t * 1e6, 0, 0, wrong, shape};
     r.algbw = t > 0 ? double(bytes) / t * 1e-9 : 0;
     r.busbw = r.algbw * (n_ - 1) / n_;
     return r;
@@ -202,7 +237,7 @@ class Runner {
     const double time = copy ? timed([&] { std::memcpy(r.data(), s.data(), count * sizeof(T)); })
                              : timed([&] { MPI_Alltoall(s.data(), int(per), t, r.data(), int(per), t, MPI_COMM_WORLD); });
     MPI_Type_free(&t);
-    return finish(count * sizeof(T), count, time, -1);
+    return finish(count * sizeof(T), count, time, -1, g);
   }
 
   // MPI_Alltoallw with subarray datatypes doing the switch (float only).
@@ -222,7 +257,7 @@ class Runner {
       const double t = timed([&] { w(x.local().data(), y.local().data()); });
       long long wrong = -1;
       if (o_.check) wrong = sum_wrong(count_wrong(y));
-      return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong);
+      return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong, g);
     }
   }
 
@@ -230,9 +265,13 @@ class Runner {
   Row dispatch_switch(std::size_t bytes) {
     const int i = o_.dim_from, j = o_.dim_to;
 #define DSP_BENCH_CASE(I, J) \
-  if (i == I && j == J) return do_switch<T, I, J>(bytes);
-    DSP_BENCH_CASE(0, 1) DSP_BENCH_CASE(1, 0) DSP_BENCH_CASE(0, 2)
-    DSP_BENCH_CASE(2, 0) DSP_BENCH_CASE(1, 2) DSP_BENCH_CASE(2, 1)
+  if (i == I && j == J) return do_switch<T, I, J>(bytes)
+    DSP_BENCH_CASE(0, 1);
+    DSP_BENCH_CASE(1, 0);
+    DSP_BENCH_CASE(0, 2);
+    DSP_BENCH_CASE(2, 0);
+    DSP_BENCH_CASE(1, 2);
+    DSP_BENCH_CASE(2, 1);
 #undef DSP_BENCH_CASE
     return do_switch<T, 0, 0>(bytes);  // i == j: a local copy
   }
@@ -261,7 +300,7 @@ class Runner {
     dsp::set_agreement_checks(true);
     long long wrong = -1;
     if (o_.check) wrong = sum_wrong(count_wrong(y));
-    return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong);
+    return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong, g);
   }
 
   template <class Z, class F>
@@ -310,14 +349,22 @@ std::vector<Row> run_sizes(Comm& comm, const Options& o) {
   return rows;
 }
 
+// nccl-tests' closing line; busbw in GB/s.
+std::string avg_line(const std::vector<Row>& rows) {
+  char line[64];
+  std::snprintf(line, sizeof line, "# Avg bus bandwidth    : %g \n", avg_busbw(rows));
+  return line;
+}
+
 void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& rows) {
   const std::string what = o.op == "switch" ? "switch " + std::to_string(o.dim_from) + "->" + std::to_string(o.dim_to)
                                             : o.op;
   if (o.format == "csv") {
-    os << "op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong\n";
+    os << "op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape\n";
     for (const Row& r : rows)
       os << what << ',' << n << ',' << o.backend << ',' << o.agreement << ',' << r.bytes << ',' << r.count << ','
-         << o.type << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << '\n';
+         << o.type << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << ',' << shape_text(r)
+         << '\n';
     return;
   }
   if (o.format == "json") {
@@ -327,25 +374,32 @@ void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& ro
       const Row& r = rows[k];
       os << (k ? ",\n  " : "\n  ") << "{\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
          << o.type << "\", \"time_us\": " << r.time_us << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
-         << ", \"wrong\": " << r.wrong << "}";
+         << ", \"wrong\": " << r.wrong << ", \"shape\": ";
+      if (r.shape[0] == 0) os << "null}";
+      else os << '[' << r.shape[0] << ", " << r.shape[1] << ", " << r.shape[2] << "]}";
     }
-    os << "\n]}\n";
+    os << "\n], \"avg_busbw\": " << avg_busbw(rows) << "}\n";
     return;
   }
   char line[256];
   os << "# dsp-bench: " << what << ", " << n << " ranks, backend " << o.backend << ", agreement check "
-     << (o.agreement ? "on" : "off") << ", " << o.iters << " iters, " << o.warmup << " warmup\n";
-  std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s\n", "size", "count", "type", "time(us)",
-                "algbw", "busbw", "#wrong");
+     << (o.agreement ? "on" : "off") << ", " << o.iters << " iters, " << o.warmup << " warmup, check "
+     << (o.check ? "on" : "off (#wrong -1)") << "\n";
+  if (!rows.empty() && rows.front().shape[0] != 0)
+    os << "# tensor: " << o.type << " [A, B, " << o.inner << "] (shape AxBxC below: global extents; A, B multiples of "
+       << n << ")\n";
+  std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s  %s\n", "size", "count", "type", "time(us)",
+                "algbw", "busbw", "#wrong", "shape");
   os << line;
   std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s\n", "(B)", "(elements)", "", "", "(GB/s)",
                 "(GB/s)", "");
   os << line;
   for (const Row& r : rows) {
-    std::snprintf(line, sizeof line, "%12zu %12zu %8s %12.2f %9.3f %9.3f %8s\n", r.bytes, r.count, o.type.c_str(),
-                  r.time_us, r.algbw, r.busbw, r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str());
+    std::snprintf(line, sizeof line, "%12zu %12zu %8s %12.2f %9.3f %9.3f %8lld  %s\n", r.bytes, r.count, o.type.c_str(),
+                  r.time_us, r.algbw, r.busbw, r.wrong, shape_text(r).c_str());
     os << line;
   }
+  os << avg_line(rows);
 }
 
 }  // namespace
@@ -375,6 +429,9 @@ int main(int argc, char** argv) {
         std::ofstream f(o.out);
         print(f, o, size, rows);
       }
+      // csv and json keep stdout parseable: the average goes to stderr then,
+      // and to stdout when the table went to a file.
+      if (o.format != "text") (o.out.empty() ? std::cerr : std::cout) << avg_line(rows);
     }
     if (wrong > 0) {
       if (rank == 0) std::cerr << "dsp-bench: " << wrong << " wrong elements\n";

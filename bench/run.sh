@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerates docs/benchmarks.md's numbers and plot in one go:
 #   bash bench/run.sh            (BUILD_DIR=build-bench, RANKS="2 4", MIN_TIME=0.3)
 # Builds the benchmarks, runs the Google Benchmark suite at each rank count,

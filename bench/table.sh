@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Rewrites the tables between the markers in docs/benchmarks.md from the ratio
 # sections of docs/bench/suite_np*.txt (called by bench/run.sh).
 set -euo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Finds Kokkos for dsp, both when dsp is built and from dspConfig.cmake.
 include(CMakeFindDependencyMacro)
 if(NOT TARGET Kokkos::kokkos)

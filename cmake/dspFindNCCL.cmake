@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Finds the CUDA runtime and NCCL for dsp's NCCL backend; defines dsp_nccl_FOUND
 # and the imported target dsp::NCCL_library. Used at build time and from dspConfig.cmake.
 include(FindPackageHandleStandardArgs)

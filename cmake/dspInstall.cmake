@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -19,3 +20,11 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/dspConfigVersion.cmake"
 install(FILES "${PROJECT_BINARY_DIR}/dspConfig.cmake" "${PROJECT_BINARY_DIR}/dspConfigVersion.cmake"
               cmake/dspDependencies.cmake cmake/dspFindNCCL.cmake
         DESTINATION ${DSP_CMAKE_DIR})
+
+# pkg-config: dsp.pc, for builds without CMake (see cmake/dspPkgConfig.cmake).
+# Installed under the libdir, not the datadir, although dsp is header-only: its
+# Libs name the Kokkos library of one architecture (and Kokkos's libdir), so the
+# file is not architecture independent. The CMake package sits in the libdir too.
+include(dspPkgConfig)
+dsp_generate_pkg_config("${PROJECT_BINARY_DIR}/dsp.pc")
+install(FILES "${PROJECT_BINARY_DIR}/dsp.pc" DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

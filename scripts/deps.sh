@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what dsp's build, tests and examples need on Debian 12, if missing.
 # Runs apt-get as root (directly, or through sudo).
 set -euo pipefail
 pkgs=(cmake g++ make libtrilinos-kokkos-dev libopenmpi-dev openmpi-bin doctest-dev)
 [ "${DSP_WITH_BENCH:-0}" = 1 ] && pkgs+=(libbenchmark-dev libfftw3-dev libfftw3-mpi-dev gnuplot-nox)
 [ "${DSP_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang-14 libclang-rt-14-dev)  # scripts/fuzz.sh (libFuzzer)
+[ "${DSP_WITH_DOCS:-0}" = 1 ] && pkgs+=(doxygen)  # the `docs` target (API reference)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

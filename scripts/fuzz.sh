@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the libFuzzer target tests/fuzz/fuzz_plan.cpp with clang (AddressSanitizer
 # + UBSan + libFuzzer) and runs it for DSP_FUZZ_SECONDS (default 60) seconds.
 # Needs clang and libclang-rt-14-dev (DSP_WITH_FUZZ=1 bash scripts/deps.sh installs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Quick start 1/2: install what is missing, build the quickstart, run it on 4 local MPI ranks.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Quick start 2/2: install what is missing, build everything, run all tests.
 # BUILD_DIR (default build-test) and CTEST_ARGS may be set by the caller.
 # DSP_SANITIZE=address,undefined (or DSP_SANITIZE=1, the same) builds and runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs bench_spatial_temporal at N = 1, 2, 4, 8 (8 oversubscribed on small
 # machines) for two sequence sizes and one uneven shape; prints Markdown with
 # the machine load before each run. Usage: run_bench.sh [build dir]
