@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp's benchmark suite (Google Benchmark, custom MPI main).
 //
 // For each shape, in one run: dsp's dynamic_switch into an existing output,
@@ -70,7 +71,9 @@ void add(const std::string& group, const std::string& method, double bytes,
   const std::string name = group + "/" + method;
   if (std::find(order().begin(), order().end(), group) == order().end()) order().push_back(group);
   makers()[name] = make;
-  benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+  benchmark::RegisterBenchmark(
+      name.c_str(),
+      [=](benchmark::State& st) {
     auto step = make();
     for (int k = 0; k < 3; ++k) step();  // warm: workspaces, plans, recycled outputs, first touch
     std::vector<double> t;
@@ -83,7 +86,9 @@ void add(const std::string& group, const std::string& method, double bytes,
     st.counters["med_us"] = m * 1e6;
     st.counters["GB/s"] = m > 0 ? bytes / m * 1e-9 : 0;
     results()[name] = {m, bytes};
-  })->UseManualTime()->Unit(benchmark::kMillisecond);
+      })
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 template <std::size_t R>
@@ -160,9 +165,9 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
       auto in = std::shared_ptr<float>(fftwf_alloc_real(local), fftwf_free);
       auto out = std::shared_ptr<float>(fftwf_alloc_real(local), fftwf_free);
       std::fill(in.get(), in.get() + local, 1.f);
-      fftwf_plan plan = fftwf_mpi_plan_many_transpose(
-          static_cast<ptrdiff_t>(g[0]), static_cast<ptrdiff_t>(g[1]), howmany, FFTW_MPI_DEFAULT_BLOCK,
-          FFTW_MPI_DEFAULT_BLOCK, in.get(), out.get(), world(), FFTW_ESTIMATE);
+      fftwf_plan plan = fftwf_mpi_plan_many_transpose(static_cast<ptrdiff_t>(g[0]), static_cast<ptrdiff_t>(g[1]),
+                                                      howmany, FFTW_MPI_DEFAULT_BLOCK, FFTW_MPI_DEFAULT_BLOCK, in.get(),
+                                                      out.get(), world(), FFTW_ESTIMATE);
       auto p = std::shared_ptr<fftwf_plan_s>(plan, fftwf_destroy_plan);
       return [p, in, out] { fftwf_execute(p.get()); };
     });
@@ -204,9 +209,8 @@ void add_gather(const std::vector<std::size_t>& g) {
     auto x = std::make_shared<X>(comm(), ext);
     auto y = std::make_shared<Y>(comm(), ext);
     const int cnt = static_cast<int>(local);
-    return [x, y, cnt] {
-      MPI_Allgather(x->local().data(), cnt, MPI_FLOAT, y->local().data(), cnt, MPI_FLOAT, world());
-    };
+    return
+        [x, y, cnt] { MPI_Allgather(x->local().data(), cnt, MPI_FLOAT, y->local().data(), cnt, MPI_FLOAT, world()); };
   });
 }
 
@@ -223,8 +227,10 @@ class Silent : public benchmark::BenchmarkReporter {
 // of a shared machine's load cancel.
 void print_ratios(int rank) {
   if (rank == 0)
-    std::printf("\nratios: median over interleaved rounds of (method time / reference time in the same round)\n"
-                "%-36s %-22s %12s %9s %8s %7s\n", "case", "method", "median_us", "GB/s", "ratio", "rounds");
+    std::printf(
+        "\nratios: median over interleaved rounds of (method time / reference time in the same round)\n"
+        "%-36s %-22s %12s %9s %8s %7s\n",
+        "case", "method", "median_us", "GB/s", "ratio", "rounds");
   for (const std::string& group : order()) {
     const bool gather = group.rfind("gather", 0) == 0;
     const std::string ref = group + (gather ? "/MPI_Allgather" : "/MPI_Alltoall");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared by dsp's benchmarks: timing over MPI ranks and the reference
 // collectives dsp is compared against.
 #pragma once
@@ -77,8 +78,8 @@ class AlltoallwSwitch {
   AlltoallwSwitch(const AlltoallwSwitch&) = delete;
   AlltoallwSwitch& operator=(const AlltoallwSwitch&) = delete;
   void operator()(const float* in, float* out) {
-    MPI_Alltoallw(in, ones_.data(), zeros_.data(), stypes_.data(), out, ones_.data(), zeros_.data(),
-                  rtypes_.data(), comm_);
+    MPI_Alltoallw(in, ones_.data(), zeros_.data(), stypes_.data(), out, ones_.data(), zeros_.data(), rtypes_.data(),
+                  comm_);
   }
 
  private:

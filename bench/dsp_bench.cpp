@@ -83,9 +83,12 @@ std::size_t parse_size(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   switch (end && *end ? *end : ' ') {
-    case 'G': case 'g': v *= 1024; [[fallthrough]];
-    case 'M': case 'm': v *= 1024; [[fallthrough]];
-    case 'K': case 'k': v *= 1024; break;
+    case 'G':
+    case 'g': v *= 1024; [[fallthrough]];
+    case 'M':
+    case 'm': v *= 1024; [[fallthrough]];
+    case 'K':
+    case 'k': v *= 1024; break;
     default: break;
   }
   return static_cast<std::size_t>(v);
@@ -116,9 +119,8 @@ Options parse(int argc, char** argv) {
     else if (k == "-O" || k == "--output") o.out = v;
     else usage(2);
   }
-  if (o.iters < 1 || o.warmup < 0 || (o.step == 0 && o.factor <= 1) || o.min_bytes == 0 ||
-      o.min_bytes > o.max_bytes || o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 ||
-      o.inner == 0)
+  if (o.iters < 1 || o.warmup < 0 || (o.step == 0 && o.factor <= 1) || o.min_bytes == 0 || o.min_bytes > o.max_bytes ||
+      o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 || o.inner == 0)
     usage(2);
   return o;
 }
@@ -234,8 +236,9 @@ class Runner {
     MPI_Datatype t;
     MPI_Type_contiguous(sizeof(T), MPI_BYTE, &t);
     MPI_Type_commit(&t);
-    const double time = copy ? timed([&] { std::memcpy(r.data(), s.data(), count * sizeof(T)); })
-                             : timed([&] { MPI_Alltoall(s.data(), int(per), t, r.data(), int(per), t, MPI_COMM_WORLD); });
+    const double time =
+        copy ? timed([&] { std::memcpy(r.data(), s.data(), count * sizeof(T)); })
+             : timed([&] { MPI_Alltoall(s.data(), int(per), t, r.data(), int(per), t, MPI_COMM_WORLD); });
     MPI_Type_free(&t);
     return finish(count * sizeof(T), count, time, -1, g);
   }
@@ -309,8 +312,7 @@ class Runner {
     std::size_t k = 0;
     for (std::size_t a = 0; a < le[0]; ++a)
       for (std::size_t b = 0; b < le[1]; ++b)
-        for (std::size_t c = 0; c < le[2]; ++c, ++k)
-          f(k, ((a + lo[0]) * g[1] + (b + lo[1])) * g[2] + (c + lo[2]));
+        for (std::size_t c = 0; c < le[2]; ++c, ++k) f(k, ((a + lo[0]) * g[1] + (b + lo[1])) * g[2] + (c + lo[2]));
   }
   template <class Z>
   static void fill(const Z& z) {
@@ -357,8 +359,8 @@ std::string avg_line(const std::vector<Row>& rows) {
 }
 
 void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& rows) {
-  const std::string what = o.op == "switch" ? "switch " + std::to_string(o.dim_from) + "->" + std::to_string(o.dim_to)
-                                            : o.op;
+  const std::string what =
+      o.op == "switch" ? "switch " + std::to_string(o.dim_from) + "->" + std::to_string(o.dim_to) : o.op;
   if (o.format == "csv") {
     os << "op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape\n";
     for (const Row& r : rows)
@@ -391,8 +393,8 @@ void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& ro
   std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s  %s\n", "size", "count", "type", "time(us)",
                 "algbw", "busbw", "#wrong", "shape");
   os << line;
-  std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s\n", "(B)", "(elements)", "", "", "(GB/s)",
-                "(GB/s)", "");
+  std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s\n", "(B)", "(elements)", "", "", "(GB/s)", "(GB/s)",
+                "");
   os << line;
   for (const Row& r : rows) {
     std::snprintf(line, sizeof line, "%12zu %12zu %8s %12.2f %9.3f %9.3f %8lld  %s\n", r.bytes, r.count, o.type.c_str(),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The paper's Figure 11 pipeline on a video-like tensor X[B, T, S, C]:
 //   split<1>      shard T: the spatial stage computes over S, whole on every rank
 //   switch<2>     shard S: the temporal stage computes over T
@@ -42,13 +43,13 @@ int main(int argc, char** argv) {
     auto in = input.local();
     for (std::size_t k = 0; k < in.size(); ++k) in.data()[k] = float(std::sin(0.37 * double(k)) * 4 + k % 7);
 
-    auto x = dsp::split<1>(input);          // Sharded<1>: T split, S whole
-    center_along<2>(x.local());             // spatial stage
-    auto y = dsp::dynamic_switch<2>(x);     // Sharded<2>: S split, T whole
-    center_along<1>(y.local());             // temporal stage
-    dsp::dynamic_switch<1>(y, x);           // back to Sharded<1>, into x's storage
-    center_along<2>(x.local());             // spatial stage
-    auto out = dsp::gather(x);              // Replicated
+    auto x = dsp::split<1>(input);       // Sharded<1>: T split, S whole
+    center_along<2>(x.local());          // spatial stage
+    auto y = dsp::dynamic_switch<2>(x);  // Sharded<2>: S split, T whole
+    center_along<1>(y.local());          // temporal stage
+    dsp::dynamic_switch<1>(y, x);        // back to Sharded<1>, into x's storage
+    center_along<2>(x.local());          // spatial stage
+    auto out = dsp::gather(x);           // Replicated
 
     // Reference: the same stages on one rank's full copy.
     Video<dsp::Replicated>::view_type ref("ref", B, T, S, C);

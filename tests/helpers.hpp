@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Test helpers: deterministic random shapes (identical on every rank) and
 // fill / verify by global index, so any rank can check any block against the
 // serial reference "element at global index g has value f(g)".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // doctest main for MPI tests: every rank runs every test case (they are
 // collective); rank 0 reports in full, the others only their failures. The
 // exit code is non-zero on every rank when any rank failed.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // doctest main for tests without MPI: Kokkos is initialized around the run.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Checks of the partition and of every plan type (switch: alltoall,
 // alltoallv, pairwise/datatypes; gather: allgather, peer; scatter; split),
 // shared by the randomized property test (test_plan_property.cpp) and the
@@ -41,26 +42,26 @@ inline std::string& plan_context() {
   static std::string c;
   return c;
 }
-#define PLAN_CONTEXT(...)                \
-  do {                                   \
-    std::ostringstream plan_o_;          \
-    plan_o_ << __VA_ARGS__;              \
-    plan_context() = plan_o_.str();      \
+#define PLAN_CONTEXT(...)           \
+  do {                              \
+    std::ostringstream plan_o_;     \
+    plan_o_ << __VA_ARGS__;         \
+    plan_context() = plan_o_.str(); \
   } while (0)
-#define PLAN_FAIL_MSG(...)                                  \
-  do {                                                      \
-    std::ostringstream plan_o_;                             \
-    plan_o_ << plan_context() << ": " << __VA_ARGS__;       \
-    DSP_PLAN_FAIL(plan_o_.str());                           \
+#define PLAN_FAIL_MSG(...)                            \
+  do {                                                \
+    std::ostringstream plan_o_;                       \
+    plan_o_ << plan_context() << ": " << __VA_ARGS__; \
+    DSP_PLAN_FAIL(plan_o_.str());                     \
   } while (0)
 // Costs only a branch until it fails (doctest's REQUIRE costs more than the
 // arithmetic under test in the hot loops).
-#define ENSURE(...) \
-  do {              \
+#define ENSURE(...)                                                         \
+  do {                                                                      \
     if (!(__VA_ARGS__)) PLAN_FAIL_MSG("ENSURE( " #__VA_ARGS__ " ) failed"); \
   } while (0)
-#define PLAN_ENSURE_MSG(cond, ...) \
-  do {                             \
+#define PLAN_ENSURE_MSG(cond, ...)           \
+  do {                                       \
     if (!(cond)) PLAN_FAIL_MSG(__VA_ARGS__); \
   } while (0)
 
@@ -107,7 +108,9 @@ bool check_task(const CopyTask& t, std::size_t dst_size, std::size_t src_size, s
   if (t.elems == 0) return true;
   if (t.dst.len == 0 || t.src.len == 0) return why = "an empty run in a non-empty task", false;
   const std::size_t lo = std::min(t.dst.len, t.src.len), hi = std::max(t.dst.len, t.src.len);
-  if (hi % lo != 0) return why = "run lengths " + std::to_string(t.dst.len) + " and " + std::to_string(t.src.len) + " do not divide", false;
+  if (hi % lo != 0)
+    return why = "run lengths " + std::to_string(t.dst.len) + " and " + std::to_string(t.src.len) + " do not divide",
+           false;
   if (t.elems % lo != 0) return why = "elems not a multiple of the run length", false;
   if (t.dst.stride < t.dst.len && t.elems > t.dst.len) return why = "dst runs overlap (stride < len)", false;
   if (t.src.stride < t.src.len && t.elems > t.src.len) return why = "src runs overlap (stride < len)", false;
@@ -238,8 +241,14 @@ Exchange view_of(const dsp::detail::PeerPlan& P, std::size_t isz, std::size_t os
   for (const auto& pr : P.recvs) (*by)[n + std::size_t(pr.peer)] = &pr;
   auto get = [by, n](bool recv, std::size_t q) { return q < n ? (*by)[(recv ? n : 0) + q] : nullptr; };
   Exchange x;
-  x.send_count = [get](std::size_t q) { const auto* r = get(false, q); return r ? r->elems : 0; };
-  x.recv_count = [get](std::size_t q) { const auto* r = get(true, q); return r ? r->elems : 0; };
+  x.send_count = [get](std::size_t q) {
+    const auto* r = get(false, q);
+    return r ? r->elems : 0;
+  };
+  x.recv_count = [get](std::size_t q) {
+    const auto* r = get(true, q);
+    return r ? r->elems : 0;
+  };
   x.send_at = [get](std::size_t q, std::size_t k) { return at(get(false, q)->runs, k); };
   x.recv_at = [get](std::size_t q, std::size_t k) { return at(get(true, q)->runs, k); };
   x.self = P.self;
@@ -466,7 +475,9 @@ void simulate_switch(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
   // the variant a resolved algorithm gives holds the plan of that algorithm
   for (auto alg : {dsp::SwitchAlgorithm::alltoallv, dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::datatypes}) {
     const SwitchPlan sp = plan_switch(alg, g, i, j, 0, int(n));
-    ENSURE(sp.index() == (alg == dsp::SwitchAlgorithm::alltoallv ? 2u : alg == dsp::SwitchAlgorithm::pairwise ? 3u : 4u));
+    ENSURE(sp.index() == (alg == dsp::SwitchAlgorithm::alltoallv  ? 2u
+                          : alg == dsp::SwitchAlgorithm::pairwise ? 3u
+                                                                  : 4u));
   }
 }
 
@@ -634,7 +645,8 @@ void check_switch_arithmetic(std::mt19937_64& rng, const Ext& g, std::size_t i, 
     for (std::size_t q = 0; q < n; ++q) {
       // a chunk lies inside its buffer (a displacement of a count of 0 is never used)
       if (P.send_counts[q] > 0) ENSURE(P.send_displs[q] + P.send_counts[q] <= (P.send_from_input ? isz : P.send_elems));
-      if (P.recv_counts[q] > 0) ENSURE(P.recv_displs[q] + P.recv_counts[q] <= (P.recv_into_output ? osz : P.recv_elems));
+      if (P.recv_counts[q] > 0)
+        ENSURE(P.recv_displs[q] + P.recv_counts[q] <= (P.recv_into_output ? osz : P.recv_elems));
       if (product(g) > 0) ENSURE((P.send_displs[q] <= P.bound && P.recv_displs[q] <= P.bound));
     }
     // The strided sides (what is read from the input, what is written to the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The MPI communicator: each collective, and the large-count path that splits
 // exchanges into messages below MPI's int limit (forced here with a low limit).
 #include "helpers.hpp"
@@ -124,6 +125,7 @@ TEST_CASE("a communicator destroyed before MPI_Finalize releases its MPI objects
     before = 1;
   }  // both destroyed here: their finalize watches are removed, nothing is freed twice
   CHECK(before == 1);
-  auto y = dsp::dynamic_switch<1>(dsp::DistTensor<float, 2, dsp::Sharded<0>, dsp::MpiCommunicator>{dsp_test::world(), {4, 4}});
+  auto y = dsp::dynamic_switch<1>(
+      dsp::DistTensor<float, 2, dsp::Sharded<0>, dsp::MpiCommunicator>{dsp_test::world(), {4, 4}});
   CHECK(y.global_extents() == std::array<std::size_t, 2>{4, 4});
 }

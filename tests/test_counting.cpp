@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The counting communicator against the cost model: for random shapes (uneven
 // and smaller than the rank count included) and several pipelines, the bytes
 // each rank sends to other ranks, the max over ranks and the number of
@@ -120,8 +121,8 @@ TEST_CASE("a pipeline and its adjoint restore the input, at the cost the model s
   auto z = fwd.adjoint()(y);  // switch_to<2> | switch_to<1> | gather
   static_assert(std::is_same_v<typename decltype(z)::layout_type, dsp::Replicated>);
   CHECK(count_wrong(z) == 0);
-  const auto model = fwd.adjoint<dsp::Replicated>().template cost<dsp::Sharded<3>>(
-      g, sizeof(T), std::size_t(cc.size()), std::size_t(cc.rank()));
+  const auto model = fwd.adjoint<dsp::Replicated>().template cost<dsp::Sharded<3>>(g, sizeof(T), std::size_t(cc.size()),
+                                                                                   std::size_t(cc.rank()));
   CHECK(cc.counts().bytes_sent == model.bytes);
 }
 

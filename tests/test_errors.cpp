@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Misuse across ranks: every rank gets a dsp::Error (no hang: each run has a
 // CTest timeout), the input is unchanged, and the communicator works after.
 #include "helpers.hpp"
@@ -6,8 +7,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -141,7 +142,7 @@ TEST_CASE("an output that aliases the input is refused") {
 }
 
 TEST_CASE("an output on another communicator is refused") {
-  if (size() == 1) return;  // every one-rank communicator is the same group
+  if (size() == 1) return;                                         // every one-rank communicator is the same group
   dsp::MpiCommunicator other = world().split(0, size() - rank());  // the same ranks in another order
   X0 x{world(), g};
   fill(x);
@@ -177,7 +178,9 @@ TEST_CASE("a rank that fails to allocate before the collective makes every rank 
   if (rank() == size() - 1) dsp::detail::injected_faults() = 1;
   e = error_of([&] { dsp::gather(x); });
   CHECK(!e.empty());
-  if (rank() != size() - 1) CHECK(e.find("dsp::gather: rank " + std::to_string(size() - 1) + " could not take part because it could not allocate memory") != std::string::npos);
+  if (rank() != size() - 1)
+    CHECK(e.find("dsp::gather: rank " + std::to_string(size() - 1) +
+                 " could not take part because it could not allocate memory") != std::string::npos);
   else CHECK(e.find("dsp::gather (rank " + std::to_string(rank()) + "): std::bad_alloc") != std::string::npos);
   CHECK(dsp::detail::injected_faults() == 0);
   CHECK(count_wrong(x) == 0);
@@ -303,8 +306,9 @@ TEST_CASE("per-peer counts beyond INT_MAX: the plan's bound sends every rank dow
   // displacement of every rank fits in an int.
   for (std::size_t n : {2u, 3u, 4u, 7u, 64u}) {
     const std::size_t big = (std::size_t(1) << 31) * n + 3;  // dim 0: more than INT_MAX per peer
-    for (const std::array<std::size_t, 3> ext : {std::array<std::size_t, 3>{big, n, 1}, std::array<std::size_t, 3>{n, big, 1},
-                                                 std::array<std::size_t, 3>{46341 * n, 46341, n}}) {
+    for (const std::array<std::size_t, 3> ext :
+         {std::array<std::size_t, 3>{big, n, 1}, std::array<std::size_t, 3>{n, big, 1},
+          std::array<std::size_t, 3>{46341 * n, 46341, n}}) {
       std::size_t largest = 0;
       for (auto [i, j] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 0}, {0, 2}, {2, 1}}) {
         std::size_t bound = 0;
@@ -363,7 +367,9 @@ TEST_CASE("a strided local view on one rank makes every rank raise") {
   const SV v = bad ? SV(Kokkos::subview(big, Kokkos::ALL, Kokkos::ALL, Kokkos::ALL, 1)) : SV(ok);
   const std::string e = error_of([&] { X0 x(world(), g, v); });
   if (bad) CHECK(e.find("not contiguous row-major (dim 2 has stride 2, expected 1)") != std::string::npos);
-  else CHECK(e.find("rank " + std::to_string(size() - 1) + " could not take part because its local view") != std::string::npos);
+  else
+    CHECK(e.find("rank " + std::to_string(size() - 1) + " could not take part because its local view") !=
+          std::string::npos);
   communicator_still_works();
 }
 
@@ -439,7 +445,8 @@ TEST_CASE("distribute: a root out of range on one rank makes every rank raise") 
   const int root = rank() == 0 ? size() : 1;  // rank 0 names a rank that does not exist
   const View3 src = source_on(1);
   const std::string e = error_of([&] { dsp::distribute<dsp::Sharded<0>>(world(), src, root); });
-  if (rank() == 0) CHECK(e.find("root " + std::to_string(size()) + " is not a rank of a communicator of") != std::string::npos);
+  if (rank() == 0)
+    CHECK(e.find("root " + std::to_string(size()) + " is not a rank of a communicator of") != std::string::npos);
   else CHECK(e.find("dsp::distribute: rank 0 could not take part") != std::string::npos);
   if (rank() == 1) {
     std::size_t changed = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sequence-parallel x data-parallel groups, and distribute (the paper's
 // dsp_dataloader): every rank of a sequence-parallel group gets the same input.
 #include "helpers.hpp"

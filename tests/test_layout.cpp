@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Layout rules, checked at compile time (static_assert) and reported to doctest.
 #include <dsp/dsp.hpp>
 

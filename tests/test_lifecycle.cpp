@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp outside the Kokkos and MPI scopes: a dsp::UsageError that says what to
 // do, instead of an abort inside Kokkos or MPI. Its own main: the scopes are
 // what is under test. Exit code: the number of failed checks on this rank.
@@ -21,8 +22,8 @@ void expect_usage_error(const char* what, F&& f, const char* needle) {
     msg = std::string("(not a UsageError) ") + e.what();
   }
   if (msg.find(needle) == std::string::npos) {
-    std::fprintf(stderr, "test_lifecycle: %s: expected a dsp::UsageError containing \"%s\", got \"%s\"\n", what,
-                 needle, msg.c_str());
+    std::fprintf(stderr, "test_lifecycle: %s: expected a dsp::UsageError containing \"%s\", got \"%s\"\n", what, needle,
+                 msg.c_str());
     ++failures;
   }
 }
@@ -36,8 +37,12 @@ int main(int argc, char** argv) {
   {
     dsp::MpiCommunicator c{MPI_COMM_WORLD};  // needs MPI only
     // Regression: before Kokkos::initialize, Kokkos aborted the process.
-    expect_usage_error("a tensor before Kokkos::initialize", [&] { X x(c, {4, 4}); },
-                       "Kokkos is not initialized");
+    expect_usage_error(
+        "a tensor before Kokkos::initialize",
+        [&] {
+      X x(c, {4, 4});
+        },
+        "Kokkos is not initialized");
     Kokkos::initialize(argc, argv);
     std::optional<X> x;
     float storage[4 * 4] = {};
@@ -49,17 +54,24 @@ int main(int argc, char** argv) {
     }
     Kokkos::finalize();
     // Regression: after Kokkos::finalize, the allocation inside aborted the process.
-    expect_usage_error("a switch after Kokkos::finalize", [&] { dsp::dynamic_switch<1>(*x); },
-                       "Kokkos is not initialized (or already finalized)");
-    expect_usage_error("a tensor after Kokkos::finalize", [&] { X z(c, {4, 4}); }, "before Kokkos::finalize");
+    expect_usage_error(
+        "a switch after Kokkos::finalize", [&] { dsp::dynamic_switch<1>(*x); },
+        "Kokkos is not initialized (or already finalized)");
+    expect_usage_error(
+        "a tensor after Kokkos::finalize",
+        [&] {
+      X z(c, {4, 4});
+        },
+        "before Kokkos::finalize");
     x.reset();
     MPI_Finalize();
     // Regression: after MPI_Finalize, MPI aborted the process.
     int v = 0;
-    expect_usage_error("a broadcast after MPI_Finalize", [&] { c.broadcast(&v, 1, sizeof v, 0); },
-                       "MPI is finalized");
-    expect_usage_error("a communicator after MPI_Finalize", [&] { dsp::MpiCommunicator d{MPI_COMM_WORLD}; },
-                       "MPI is not initialized (or already finalized)");
+    expect_usage_error(
+        "a broadcast after MPI_Finalize", [&] { c.broadcast(&v, 1, sizeof v, 0); }, "MPI is finalized");
+    expect_usage_error(
+        "a communicator after MPI_Finalize", [&] { dsp::MpiCommunicator d{MPI_COMM_WORLD}; },
+        "MPI is not initialized (or already finalized)");
   }
   if (failures == 0) std::printf("test_lifecycle: all checks passed\n");
   return failures;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The NCCL communicator. Everywhere: it compiles and links against the CUDA
 // and NCCL found (every member is instantiated below). On a machine with an
 // NVIDIA GPU: each collective on one rank, checked on device buffers, and NCCL
@@ -38,7 +39,9 @@ struct DeviceBuffer {
   std::size_t n = 0;
   explicit DeviceBuffer(std::size_t count) : n(count) { DSP_CHECK_CUDA(cudaMalloc(&p, count * sizeof(T) + 1)); }
   ~DeviceBuffer() { cudaFree(p); }
-  void put(const std::vector<T>& v) { DSP_CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  void put(const std::vector<T>& v) {
+    DSP_CHECK_CUDA(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
   std::vector<T> get() const {
     std::vector<T> v(n);
     DSP_CHECK_CUDA(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
@@ -118,9 +121,10 @@ int main(int argc, char** argv) {
   std::printf("dsp NCCL backend: compiled against NCCL %d.%d.%d, runtime NCCL code %d\n", NCCL_MAJOR, NCCL_MINOR,
               NCCL_PATCH, dsp::detail::nccl_runtime_version());
   if (rc != cudaSuccess || devices == 0) {
-    std::printf("SKIPPED: no CUDA device here (%s); the NCCL backend compiled and linked, and its GPU tests "
-                "need an NVIDIA GPU\n",
-                rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
+    std::printf(
+        "SKIPPED: no CUDA device here (%s); the NCCL backend compiled and linked, and its GPU tests "
+        "need an NVIDIA GPU\n",
+        rc != cudaSuccess ? cudaGetErrorString(rc) : "0 devices");
     return 77;
   }
   Kokkos::initialize(argc, argv);

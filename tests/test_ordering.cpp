@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every path orders the work queued on the tensors' execution space before
 // its data leaves the rank: a communicator that checks, at each transfer,
 // that the engine fenced (or stream-ordered) since the previous transfer.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Partition arithmetic, exhaustive for small extents and rank counts.
 #include <dsp/partition.hpp>
 
@@ -36,7 +37,7 @@ TEST_CASE("partition: large extents do not overflow") {
   CHECK(p.offset(4095) + p.count(4095) == e);
   CHECK(p.owner(e - 1) == 4095);
   CHECK(p.owner(0) == 0);
-  CHECK(p.count(0) == p.count(6) );
+  CHECK(p.count(0) == p.count(6));
   CHECK(p.count(7) + 1 == p.count(0));
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Typed pipelines on one rank: composition types, the adjoint derived from the
 // types, the constexpr cost model (checked by static_assert against hand
 // arithmetic, uneven partitions included), and running a pipeline.
@@ -45,7 +46,8 @@ static_assert(c_even.steps[1].collective == dsp::Collective::all_to_all && c_eve
 static_assert(c_even.steps[1].bytes == 3 * 2 * 2 * 3 * 4 * 4 && c_even.steps[1].max_bytes == c_even.steps[1].bytes);
 static_assert(c_even.steps[2].bytes == c_even.steps[1].bytes);
 // gather of [2, 2, 12, 4] per rank to 3 others.
-static_assert(c_even.steps[3].collective == dsp::Collective::all_gather && c_even.steps[3].bytes == 3 * 2 * 2 * 12 * 4 * 4);
+static_assert(c_even.steps[3].collective == dsp::Collective::all_gather &&
+              c_even.steps[3].bytes == 3 * 2 * 2 * 12 * 4 * 4);
 static_assert(c_even.collectives == 3);
 static_assert(c_even.bytes == 2 * 576 + 2304 && c_even.max_bytes == c_even.bytes);
 
@@ -54,8 +56,8 @@ constexpr std::array<std::size_t, 4> un{1, 7, 5, 2};
 constexpr auto sw = st::split<1> | st::switch_to<2>;
 static_assert(sw.cost(un, 8, 3, 0).steps[1].bytes == 8 * 1 * 3 * (5 - 2) * 2);  // rank 0: 3 rows of T, 3 of S away
 static_assert(sw.cost(un, 8, 3, 2).steps[1].bytes == 8 * 1 * 2 * (5 - 1) * 2);  // rank 2: 2 rows of T, 4 of S away
-static_assert(sw.cost(un, 8, 3, 1).bytes == 8 * 1 * 2 * (5 - 2) * 2);            // rank 1: 96 bytes
-static_assert(sw.cost(un, 8, 3, 1).steps[1].max_bytes == 144);                   // max over ranks: rank 0
+static_assert(sw.cost(un, 8, 3, 1).bytes == 8 * 1 * 2 * (5 - 2) * 2);           // rank 1: 96 bytes
+static_assert(sw.cost(un, 8, 3, 1).steps[1].max_bytes == 144);                  // max over ranks: rank 0
 constexpr auto two = st::split<1> | st::switch_to<2> | st::switch_to<1>;
 
 // N = 1 and empty tensors: nothing crosses ranks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Randomized property harness for the index arithmetic under every primitive:
 // Partition (counts, offsets, owner) and the run patterns of detail::plan_switch,
 // plan_gather and plan_split.
@@ -68,10 +69,10 @@ TEST_CASE("property: partitions of extents 0..1e9 over 1..4096 ranks") {
     std::size_t sum = 0;
     for (std::size_t r = 0; r < n; ++r) {
       const std::size_t cnt = part.count(r);
-      ENSURE(part.offset(r) == sum);  // contiguous, in rank order
-      ENSURE(cnt <= part.count(0));   // rank 0's block is the largest ...
+      ENSURE(part.offset(r) == sum);     // contiguous, in rank order
+      ENSURE(cnt <= part.count(0));      // rank 0's block is the largest ...
       ENSURE(cnt + 1 >= part.count(0));  // ... by at most one element
-      if (cnt > 0) {  // the first and last element of each block, and one inside, are owned by r
+      if (cnt > 0) {                     // the first and last element of each block, and one inside, are owned by r
         ENSURE(part.owner(sum) == r);
         ENSURE(part.owner(sum + cnt - 1) == r);
         ENSURE(part.owner(sum + rng() % cnt) == r);

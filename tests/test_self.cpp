@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one-rank communicator: the whole pipeline without MPI.
 #include <dsp/dsp.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Settings and their environment variables: unknown values raise on every
 // rank, naming the accepted ones, instead of being ignored. Also run (see
 // tests/CMakeLists.txt) with DSP_SWITCH_ALGORITHM=pairwize and with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Soak: 10,000 random split / dynamic_switch / gather operations (DSP_SOAK_OPS
 // overrides the count) on tensors of rank 2 to 4 with random small shapes,
 // uneven and empty ones included. Every result is checked element by element
@@ -42,7 +43,8 @@ template <std::size_t R, class F>
 void with_dim(std::size_t d, F&& f) {
   [&]<std::size_t... D>(std::index_sequence<D...>) {
     ((d == D ? (f(std::integral_constant<std::size_t, D>{}), 0) : 0), ...);
-  }(std::make_index_sequence<R>{});
+  }
+  (std::make_index_sequence<R>{});
 }
 
 // Leaking 512 bytes per operation (less than a tensor of the soak's typical
@@ -190,8 +192,8 @@ TEST_CASE("soak: 10,000 random split / switch / gather operations, verified, wit
     std::printf("soak: %zu ops (%zu split, %zu switch, %zu gather); resident %ld KiB after warm-up, %ld KiB at end\n",
                 soak.ops, soak.counts[0], soak.counts[1], soak.counts[2], rss_warm >> 10, rss_end >> 10);
 #if defined(__SANITIZE_ADDRESS__)
-  // AddressSanitizer keeps freed memory in quarantine, so resident memory
-  // grows by design; LeakSanitizer checks for leaks in this build instead.
+    // AddressSanitizer keeps freed memory in quarantine, so resident memory
+    // grows by design; LeakSanitizer checks for leaks in this build instead.
 #else
   CHECK(rss_end - rss_warm <= kRssToleranceBytes);
 #endif

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // split and gather against the serial reference for tensors of rank 1 to 6,
 // every dim, random shapes; split -> gather is the identity.
 #include "helpers.hpp"
@@ -40,8 +41,8 @@ void check_split_gather(const std::array<std::size_t, R>& g) {
 
 template <std::size_t R>
 void all_dims(const std::array<std::size_t, R>& g) {
-  [&]<std::size_t... D>(std::index_sequence<D...>) { (check_split_gather<R, D>(g), ...); }(
-      std::make_index_sequence<R>{});
+  [&]<std::size_t... D>(std::index_sequence<D...>) { (check_split_gather<R, D>(g), ...); }
+  (std::make_index_sequence<R>{});
 }
 
 template <std::size_t R>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // StagedCommunicator: every primitive through host staging buffers, checked
 // against the reference. Here the "device" space is HostSpace, so the staging
 // logic (ranges, untouched bytes, buffer reuse) is exercised without a GPU.

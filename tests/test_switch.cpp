@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dynamic_switch against the serial reference, for every pair of dims of
 // tensors of rank 1 to 6, on random shapes (divisible and not, smaller than
 // the rank count, zero); allocating and into an existing output; round trips.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every switch algorithm (alltoall, alltoallv, pairwise, automatic) against
 // the serial reference on random shapes, also with MPI's count limit lowered
 // so messages split; the recycled outputs of allocating calls; streaming copies.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // DistTensor: extents, offsets, local blocks per the partition rule, shallow copies.
 #include "helpers.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every primitive for float, double, int32_t, int64_t and Kokkos::complex<double>.
 #include "helpers.hpp"
 

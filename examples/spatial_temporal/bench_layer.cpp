@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Times one spatial-temporal layer per strategy and prints, per strategy, the
 // bytes each device sends per layer (counted; max over ranks), the cost model's
 // prediction, the paper's Table 3 formula, the time per layer and DSP's speedup.
@@ -18,8 +19,8 @@
 
 namespace {
 
-using Layer = std::function<st::Act<dsp::Sharded<1>>(st::Context&, const st::Act<dsp::Sharded<1>>&,
-                                                     const st::Config&, const st::Weights&)>;
+using Layer = std::function<st::Act<dsp::Sharded<1>>(st::Context&, const st::Act<dsp::Sharded<1>>&, const st::Config&,
+                                                     const st::Weights&)>;
 
 std::size_t max_over(std::size_t v) {
   unsigned long long in = v, out = 0;
@@ -141,14 +142,17 @@ int main(int argc, char** argv) {
     };
     double dsp_time = 0, dsp_comm = 0;
     if (p == 0)
-      std::printf("| N | B,T,S,C,H,F | M (bytes) | strategy | ops | counted bytes/device (max) | cost model (max) | "
-                  "paper x(N-1)/N | paper | ms/layer min | ms/layer mean | comm ms | DSP speedup | comm-only ms | "
-                  "DSP comm speedup |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      std::printf(
+          "| N | B,T,S,C,H,F | M (bytes) | strategy | ops | counted bytes/device (max) | cost model (max) | "
+          "paper x(N-1)/N | paper | ms/layer min | ms/layer mean | comm ms | DSP speedup | comm-only ms | "
+          "DSP comm speedup |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Row& r : rows) {
       if (r.heads_limited && n > c.H) {
         if (p == 0)
-          std::printf("| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | - | n/a: N > heads | - | - | %s | - | - | - | - | - | - |\n", n,
-                      c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, r.paper);
+          std::printf(
+              "| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | - | n/a: N > heads | - | - | %s | - | - | - | - | - | - "
+              "|\n",
+              n, c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, r.paper);
         continue;
       }
       ctx.reset();
@@ -172,11 +176,12 @@ int main(int argc, char** argv) {
         dsp_comm = comm_only;
       }
       if (p == 0)
-        std::printf("| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | %zu | %zu | %zu%s | %.0f | %s | %.2f | %.2f | %.2f | "
-                    "%.2fx | %.3f | %.2fx |\n",
-                    n, c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, t.ops, counted, model, counted == model ? "" : " MISMATCH",
-                    r.paper_exact, r.paper, best, sum / iters, comm_ms, dsp_time > 0 ? best / dsp_time : 0.0, comm_only,
-                    dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
+        std::printf(
+            "| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | %zu | %zu | %zu%s | %.0f | %s | %.2f | %.2f | %.2f | "
+            "%.2fx | %.3f | %.2fx |\n",
+            n, c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, t.ops, counted, model, counted == model ? "" : " MISMATCH",
+            r.paper_exact, r.paper, best, sum / iters, comm_ms, dsp_time > 0 ? best / dsp_time : 0.0, comm_only,
+            dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
     }
   }
   Kokkos::finalize();

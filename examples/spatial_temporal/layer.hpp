@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A 2-D (spatial-temporal) transformer layer, as in the DSP paper's appendix
 // A.1, on the host with Kokkos, and four sequence-parallel versions of it:
 //
@@ -325,8 +326,7 @@ inline std::size_t local_T(const Config& c, int rank, int size) {
 
 /// DSP: spatial block on Sharded<1>, switch to Sharded<2>, temporal block,
 /// switch back. Returns the new Sharded<1> activation.
-inline Act<dsp::Sharded<1>> dsp_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c,
-                                      const Weights& w) {
+inline Act<dsp::Sharded<1>> dsp_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c, const Weights& w) {
   const int p = ctx.rank(), n = ctx.size();
   auto y = dsp::dynamic_switch<1>(x);  // a copy (no communication): x stays unchanged
   local_block(y.local().data(), Grid{c.B, local_T(c, p, n), c.S, 2}, c, w.spatial);
@@ -340,8 +340,8 @@ inline Act<dsp::Sharded<1>> dsp_layer(Context& ctx, const Act<dsp::Sharded<1>>& 
 /// Thrown by the head-parallel methods when N exceeds the number of heads.
 inline void require_heads(const Config& c, int n, const char* who) {
   if (std::size_t(n) > c.H)
-    throw dsp::InvalidArgument(std::string(who) + ": " + std::to_string(n) + " ranks but only " +
-                               std::to_string(c.H) + " heads; this method shards heads, so N <= heads");
+    throw dsp::InvalidArgument(std::string(who) + ": " + std::to_string(n) + " ranks but only " + std::to_string(c.H) +
+                               " heads; this method shards heads, so N <= heads");
 }
 
 /// DeepSpeed-Ulysses: temporal attention on head-sharded q, k, v gathered over
@@ -459,8 +459,7 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
 
 /// Ring-Attention: temporal attention with the k and v blocks passed around
 /// the ring, N - 1 steps, merged with online softmax.
-inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c,
-                                       const Weights& w) {
+inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c, const Weights& w) {
   const int p = ctx.rank(), n = ctx.size();
   const dsp::Partition pt{c.T, std::size_t(n)};
   const std::size_t Tl = pt.count(p), nt = c.B * Tl * c.S, C = c.C, d = c.head_dim();
@@ -522,7 +521,8 @@ inline Predicted predicted_bytes(const Config& c, std::size_t n, std::size_t p) 
   constexpr auto gather = stp::gather;
   Predicted r{};
   r.dsp = dsp_pipe.cost<dsp::Sharded<1>>(g4, e, n, p).bytes;
-  r.ulysses = 3 * to_heads.cost<dsp::Sharded<1>>(g5, e, n, p).bytes + from_heads.cost<dsp::Sharded<3>>(g5, e, n, p).bytes;
+  r.ulysses =
+      3 * to_heads.cost<dsp::Sharded<1>>(g5, e, n, p).bytes + from_heads.cost<dsp::Sharded<3>>(g5, e, n, p).bytes;
   const std::size_t rs = (c.B * c.T * c.S * c.C - c.B * pt.count(p) * c.S * c.C) * e;  // all but my block
   r.megatron = 4 * gather.cost<dsp::Sharded<1>>(g4, e, n, p).bytes + (n > 1 ? 4 * rs : 0);
   // Ring: at step s rank p forwards the k, v block of rank p - s (s = 0 .. N-2).

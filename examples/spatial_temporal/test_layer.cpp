@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The four sequence-parallel layers against the single-rank layer, and their
 // counted traffic against the cost model and the paper's Table 3 ratios.
 #include "layer.hpp"
@@ -9,8 +10,8 @@
 
 namespace {
 
-using Layer = std::function<st::Act<dsp::Sharded<1>>(st::Context&, const st::Act<dsp::Sharded<1>>&,
-                                                     const st::Config&, const st::Weights&)>;
+using Layer = std::function<st::Act<dsp::Sharded<1>>(st::Context&, const st::Act<dsp::Sharded<1>>&, const st::Config&,
+                                                     const st::Weights&)>;
 
 st::Context& ctx() {
   static st::Context c{MPI_COMM_WORLD};
@@ -58,7 +59,8 @@ const Layer dsp_l = st::dsp_layer, uly_l = st::ulysses_layer, meg_l = st::megatr
 TEST_CASE("each strategy equals the single-rank layer, uneven shapes, traffic as predicted") {
   const std::size_t n = std::size_t(ctx().size()), p = std::size_t(ctx().rank());
   // T and S uneven at 2 and 4 ranks; the third has blocks of zero rows at 4 ranks (T = 3, S = 2).
-  for (const st::Config c : {st::Config{2, 6, 5, 8, 4, 16}, st::Config{1, 7, 3, 12, 4, 8}, st::Config{1, 3, 2, 8, 4, 8}}) {
+  for (const st::Config c :
+       {st::Config{2, 6, 5, 8, 4, 16}, st::Config{1, 7, 3, 12, 4, 8}, st::Config{1, 3, 2, 8, 4, 8}}) {
     INFO("B T S C H F = ", c.B, " ", c.T, " ", c.S, " ", c.C, " ", c.H, " ", c.F);
     const auto w = st::make_weights(c);
     const auto ref = reference(c, w);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: a constexpr model of what each layout transition sends, exact for
 // uneven partitions. Built on primitive_for / collective_for (layout.hpp).
 #pragma once
@@ -65,8 +66,7 @@ constexpr std::size_t bytes_sent(const std::array<std::size_t, R>& e, std::size_
     // Rank p holds count_i(p) of dim i and sends peer q its count_j(q) of dim j.
     constexpr std::size_t i = From::dim, j = To::dim;
     const Partition pi{e[i], n}, pj{e[j], n};
-    return checked_mul(checked_mul(checked_mul(elem_bytes, product_except(e, i, j)), pi.count(p)),
-                       e[j] - pj.count(p));
+    return checked_mul(checked_mul(checked_mul(elem_bytes, product_except(e, i, j)), pi.count(p)), e[j] - pj.count(p));
   } else if constexpr (prim == Primitive::gather) {
     // Rank p's block goes to each of the n - 1 others.
     constexpr std::size_t d = From::dim;
@@ -83,8 +83,8 @@ constexpr std::size_t bytes_sent(const std::array<std::size_t, R>& e, std::size_
 /// Throws dsp::InvalidArgument when n == 0 or rank >= n, or when a byte count
 /// overflows std::size_t (in a constant expression: a compile error).
 template <Layout From, Layout To, std::size_t R>
-constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
-                                         std::size_t n, std::size_t rank) {
+constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                         std::size_t rank) {
   static_assert(layout_fits_v<From, R> && layout_fits_v<To, R>,
                 "dsp::transition_cost: a Sharded<D> layout names a dim D >= the tensor's rank.");
   detail::check_cost_args(n, rank);

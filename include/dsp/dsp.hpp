@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: Dynamic Sequence Parallelism as typed layout transitions.
 // Umbrella header: layouts, partitions, DistTensor, split / dynamic_switch /
 // gather, distribute and parallel groups, typed pipelines and their cost

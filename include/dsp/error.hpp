@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the exception hierarchy and the helper every backend check macro feeds.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: global extents, the tensor rank limit, and the size rules every
 // tensor obeys. Pure arithmetic: no Kokkos, no communication.
 #pragma once
@@ -30,8 +31,7 @@ struct Extents {
 
   Extents(const std::array<std::size_t, R>& v) : values(v) {}  // NOLINT: implicit by design
   template <std::integral... I>
-    requires(sizeof...(I) == R)
-  Extents(I... e) {  // NOLINT: implicit by design, so that {T, S, C} converts
+  requires(sizeof...(I) == R) Extents(I... e) {  // NOLINT: implicit by design, so that {T, S, C} converts
     std::size_t d = 0;
     ((values[d++] = checked(e)), ...);
   }

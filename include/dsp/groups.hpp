@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: sequence-parallel x data-parallel groups of a communicator.
 #pragma once
 
@@ -30,8 +31,7 @@ struct ParallelGroups {
 /// throws (InvalidArgument where it is invalid, MismatchError elsewhere, and
 /// MismatchError naming every rank's value when the ranks passed different
 /// sizes), before any group is made.
-template <Communicator Comm>
-  requires Splittable<Comm>
+template <Splittable Comm>
 ParallelGroups<Comm> make_parallel_groups(const Comm& world, int sequence_size,
                                           std::source_location loc = std::source_location::current()) {
   Comm w = world;

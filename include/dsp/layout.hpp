@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: layouts as types, and the rules for moving between them.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp with the MPI backend: dsp::MpiCommunicator.
 #pragma once
 

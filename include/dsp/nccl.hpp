@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp with the NCCL backend: dsp::BasicNcclCommunicator, and
 // dsp::NcclCommunicator (Kokkos::CudaSpace) when Kokkos has CUDA enabled.
 #pragma once

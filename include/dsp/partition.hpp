@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: block partition of one extent over N parts. Pure arithmetic.
 #pragma once
 
@@ -14,9 +15,7 @@ struct Partition {
   std::size_t parts = 1;
 
   /// Number of elements part r holds.
-  constexpr std::size_t count(std::size_t r) const noexcept {
-    return extent / parts + (r < extent % parts ? 1 : 0);
-  }
+  constexpr std::size_t count(std::size_t r) const noexcept { return extent / parts + (r < extent % parts ? 1 : 0); }
   /// Global index of part r's first element.
   constexpr std::size_t offset(std::size_t r) const noexcept {
     return r * (extent / parts) + std::min(r, extent % parts);

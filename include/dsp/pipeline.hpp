@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: typed pipelines of layout transitions.
 //
 //   constexpr auto p = dsp::steps::split<1> | dsp::steps::switch_to<2>
@@ -239,17 +240,14 @@ class Pipeline {
     return false;
   }
 
-  template <class S, class... Rest, class X>
+  template <class... S, class X>
   static auto run(const X& x, const std::source_location& loc) {
-    auto y = run_step(S{}, x, loc);
-    if constexpr (sizeof...(Rest) == 0) return y;
-    else return run<Rest...>(y, loc);
+    if constexpr (sizeof...(S) == 0) return x;
+    else return run_from<S...>(x, loc);
   }
-  template <class X>
-  static X run(const X& x, const std::source_location&)
-    requires(sizeof...(Steps) == 0)
-  {
-    return x;
+  template <class S, class... Rest, class X>
+  static auto run_from(const X& x, const std::source_location& loc) {
+    return run<Rest...>(run_step(S{}, x, loc), loc);
   }
   template <std::size_t D, class X>
   static auto run_step(detail::SplitStep<D>, const X& x, const std::source_location&) {
@@ -275,8 +273,7 @@ class Pipeline {
   static constexpr PipelineCost<size> cost_impl(const std::array<std::size_t, R>& e, std::size_t eb, std::size_t n,
                                                 std::size_t rank, std::index_sequence<I...>) {
     PipelineCost<size> c;
-    ((c.steps[I] = transition_cost<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n,
-                                                                                                       rank)),
+    ((c.steps[I] = transition_cost<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n, rank)),
      ...);
     for (const auto& s : c.steps) {
       c.collectives += s.collectives;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the three layout transitions of Dynamic Sequence Parallelism.
 //   split<D>          Replicated -> Sharded<D>   local slice, no communication
 //   dynamic_switch<D> Sharded<i> -> Sharded<D>   one all-to-all
@@ -41,8 +42,9 @@ template <std::size_t D, class X, class Y>
 constexpr bool switch_into_ok() {
   if constexpr (switch_ok<D, X>()) {
     constexpr bool ok = std::is_same_v<tensor_t<Y>, relayout_t<X, Sharded<D>>>;
-    static_assert(ok, "dsp::dynamic_switch<D>(x, y): y must be a DistTensor with x's element type, rank, "
-                      "communicator and memory space, and layout Sharded<D>.");
+    static_assert(ok,
+                  "dsp::dynamic_switch<D>(x, y): y must be a DistTensor with x's element type, rank, "
+                  "communicator and memory space, and layout Sharded<D>.");
     return ok;
   }
   return false;
@@ -53,8 +55,9 @@ constexpr bool gather_ok() {
   static_assert(is_dist_tensor_v<X>, "dsp::gather: the argument must be a dsp::DistTensor.");
   if constexpr (is_dist_tensor_v<X>) {
     constexpr bool ok = is_sharded_v<typename tensor_t<X>::layout_type>;
-    static_assert(ok, "dsp::gather: the input must be Sharded<i>; a Replicated tensor is already whole on every "
-                      "rank.");
+    static_assert(ok,
+                  "dsp::gather: the input must be Sharded<i>; a Replicated tensor is already whole on every "
+                  "rank.");
     return ok;
   }
   return false;
@@ -64,8 +67,9 @@ template <class X, class Y>
 constexpr bool gather_into_ok() {
   if constexpr (gather_ok<X>()) {
     constexpr bool ok = std::is_same_v<tensor_t<Y>, relayout_t<X, Replicated>>;
-    static_assert(ok, "dsp::gather(x, y): y must be a Replicated DistTensor with x's element type, rank, "
-                      "communicator and memory space.");
+    static_assert(ok,
+                  "dsp::gather(x, y): y must be a Replicated DistTensor with x's element type, rank, "
+                  "communicator and memory space.");
     return ok;
   }
   return false;
@@ -89,8 +93,9 @@ template <std::size_t D, class X, class Y>
 constexpr bool split_into_ok() {
   if constexpr (split_ok<D, X>()) {
     constexpr bool ok = std::is_same_v<tensor_t<Y>, relayout_t<X, Sharded<D>>>;
-    static_assert(ok, "dsp::split<D>(x, y): y must be a DistTensor with x's element type, rank, communicator "
-                      "and memory space, and layout Sharded<D>.");
+    static_assert(ok,
+                  "dsp::split<D>(x, y): y must be a DistTensor with x's element type, rank, communicator "
+                  "and memory space, and layout Sharded<D>.");
     return ok;
   }
   return false;

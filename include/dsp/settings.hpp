@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: process-wide settings, each with an environment variable that sets its
 // start value. Every rank must use the same settings; the agreement check of
 // each collective compares the ones that decide which collective runs.
@@ -112,8 +113,8 @@ inline Setting<std::chrono::milliseconds>& deadline_setting() {
 /// Collectives check it before they communicate, so it raises on every rank.
 inline std::string settings_error() {
   std::string why;
-  for (const std::string* e : {&agreement_setting().error, &call_site_setting().error, &switch_setting().error,
-                               &deadline_setting().error})
+  for (const std::string* e :
+       {&agreement_setting().error, &call_site_setting().error, &switch_setting().error, &deadline_setting().error})
     if (!e->empty()) why += (why.empty() ? "" : "; ") + *e;
   return why;
 }

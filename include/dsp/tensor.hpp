@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: DistTensor, a global tensor distributed by a layout over a communicator.
 #pragma once
 
@@ -32,8 +33,7 @@ struct add_pointers<T, 0> {
 };
 
 template <class V, std::size_t R, std::size_t... I>
-V allocate_view(const std::string& label, const std::array<std::size_t, R>& e, bool init,
-                std::index_sequence<I...>) {
+V allocate_view(const std::string& label, const std::array<std::size_t, R>& e, bool init, std::index_sequence<I...>) {
   if (init) return V(label, e[I]...);
   return V(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), e[I]...);
 }
@@ -64,10 +64,10 @@ const std::array<std::size_t, R>& checked_global(const std::array<std::size_t, R
 /// These are the layouts Kokkos assigns to a LayoutRight view; any other
 /// assignment fails to compile (LayoutLeft of rank 2 or more) or aborts.
 template <class V>
-inline constexpr bool wrappable_layout_v =
-    std::is_same_v<typename V::array_layout, Kokkos::LayoutRight> ||
-    std::is_same_v<typename V::array_layout, Kokkos::LayoutStride> ||
-    (std::is_same_v<typename V::array_layout, Kokkos::LayoutLeft> && V::rank <= 1);
+inline constexpr bool wrappable_layout_v = std::is_same_v<typename V::array_layout, Kokkos::LayoutRight> ||
+                                           std::is_same_v<typename V::array_layout, Kokkos::LayoutStride> ||
+                                           (std::is_same_v<typename V::array_layout, Kokkos::LayoutLeft> &&
+                                            V::rank <= 1);
 
 /// Why view `v` cannot be the row-major block of extents `want`, or "".
 /// Agrees with Kokkos' own rule for assigning the view to a LayoutRight one:
@@ -97,6 +97,10 @@ struct unchecked_t {};
 template <class T, std::size_t Rank, Layout L, Communicator Comm, class MemorySpace>
 class DistTensor;
 
+/// A Kokkos view (any rank, layout, memory space).
+template <class V>
+concept KokkosView = Kokkos::is_view<V>::value;
+
 template <class X>
 struct is_dist_tensor : std::false_type {};
 template <class T, std::size_t Rank, class L, class Comm, class M>
@@ -108,8 +112,7 @@ inline constexpr bool is_dist_tensor_v = is_dist_tensor<std::remove_cvref_t<X>>:
 /// A tensor of global extents [E0, ..., E(Rank-1)] distributed over the ranks of
 /// `Comm` as `Layout` says. Each rank holds one contiguous LayoutRight block
 /// (`local()`). Copies are shallow, like Kokkos views: they share the block.
-template <class T, std::size_t Rank, Layout L, Communicator Comm,
-          class MemorySpace = typename Comm::memory_space>
+template <class T, std::size_t Rank, Layout L, Communicator Comm, class MemorySpace = typename Comm::memory_space>
 class DistTensor {
   static_assert(Rank >= 1 && Rank <= kMaxRank, "dsp::DistTensor: the rank must be between 1 and 8 (dsp::kMaxRank).");
   static_assert(layout_fits_v<L, Rank>,
@@ -146,8 +149,7 @@ class DistTensor {
   /// checks are on: if any rank's view does not fit, every rank throws (the
   /// offending rank an InvalidArgument naming the extents, the others a
   /// MismatchError naming that rank).
-  template <class V>
-    requires Kokkos::is_view<V>::value
+  template <KokkosView V>
   DistTensor(const Comm& comm, Extents<Rank> global, const V& local,
              std::source_location loc = std::source_location::current())
       : comm_(comm), global_(global.values) {
@@ -210,8 +212,8 @@ class DistTensor {
         why = "dsp::DistTensor (rank " + std::to_string(comm_.rank()) + " of " + std::to_string(comm_.size()) +
               "): " + bad + " (layout " + detail::layout_text(detail::layout_code<L>()) + ", global extents " +
               detail::text(global_) + ")";
-    detail::Signature sig = detail::make_signature<T>(detail::Op::construct, {}, detail::layout_code<L>(),
-                                                      detail::layout_code<L>(), loc);
+    detail::Signature sig =
+        detail::make_signature<T>(detail::Op::construct, {}, detail::layout_code<L>(), detail::layout_code<L>(), loc);
     sig.tensor_rank = Rank;
     if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_local_view);
     Comm c = comm_;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp's version. It is written here and nowhere else: the top-level
 // CMakeLists.txt reads the three DSP_VERSION_* lines below (keep them as
 // `#define DSP_VERSION_X <number>`) and hands them to project(VERSION), from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs one compile test: builds DSP_TARGET in BUILD_DIR and checks the outcome.
 # compile_ok must build. Every other target must fail with exactly ERRORS
 # compiler errors (default 1) and its output must match EXPECT: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <dsp/dsp.hpp>
 
 // A memory space that host code cannot reach (as CudaSpace is for a host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <dsp/dsp.hpp>
 
 namespace st = dsp::steps;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include <dsp/dsp.hpp>
 
 using Comm = dsp::SelfCommunicator;

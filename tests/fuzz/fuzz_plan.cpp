@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer target for the partition and plan arithmetic: the fuzzer's bytes
 // are decoded into a shape, dims and a rank count, which go through the same
 // checks as tests/test_plan_property.cpp (small shapes simulated element by
@@ -13,10 +14,10 @@
 #include <cstdlib>
 #include <string>
 
-#define DSP_PLAN_FAIL(message)                                 \
-  do {                                                         \
+#define DSP_PLAN_FAIL(message)                                             \
+  do {                                                                     \
     std::fprintf(stderr, "fuzz_plan: %s\n", std::string(message).c_str()); \
-    std::abort();                                              \
+    std::abort();                                                          \
   } while (0)
 #include "../plan_checks.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: what a communicator must provide, and the optional capabilities a
 // backend may add. Backends opt in by meeting these concepts; the engine asks
 // the capability concepts, never a backend's type.
@@ -29,8 +30,10 @@ concept RankedGroup = requires(const C& c) {
 
 /// Moves data that lives in one Kokkos memory space.
 template <class C>
-concept HasMemorySpace = requires { typename C::memory_space; } &&
-                         Kokkos::is_memory_space<typename C::memory_space>::value;
+concept HasMemorySpace = requires {
+  typename C::memory_space;
+}
+&&Kokkos::is_memory_space<typename C::memory_space>::value;
 
 /// All-to-all with equal counts and with per-peer counts. Counts and
 /// displacements are in elements of `elem_bytes` bytes and may exceed INT_MAX.
@@ -68,7 +71,7 @@ concept ControlChannel = requires(C& c, const void* s, void* r, std::size_t n) {
 /// Everything dsp needs from a backend.
 template <class C>
 concept Communicator = std::copy_constructible<C> && RankedGroup<C> && HasMemorySpace<C> && AllToAll<C> &&
-                       AllGather<C> && Broadcast<C> && ControlChannel<C>;
+    AllGather<C> && Broadcast<C> && ControlChannel<C>;
 
 // ---- optional capabilities ----
 
@@ -95,12 +98,16 @@ concept TypedExchange = requires(C& c, const void* s, void* r, std::span<const d
 /// engine need not fence between a kernel and the collective that reads its
 /// output.
 template <class C>
-concept StreamOrdered = requires { requires C::stream_ordered; };
+concept StreamOrdered = requires {
+  requires C::stream_ordered;
+};
 
 /// The backend has its own execution space instance (a stream) that dsp's
 /// kernels must run on.
 template <class C>
-concept OwnExecutionSpace = requires(const C& c) { c.execution_space(); };
+concept OwnExecutionSpace = requires(const C& c) {
+  c.execution_space();
+};
 
 /// The group can be split into subgroups: `split(color, key)` is collective
 /// and returns a communicator of the same type over the ranks of one color,
@@ -110,12 +117,14 @@ concept Splittable = requires(const C& c, int color, int key) {
   { c.split(color, key) } -> std::same_as<C>;
 };
 
+/// When a rank stops waiting for the others (see DeadlineControl).
+using Deadline = std::chrono::steady_clock::time_point;
+
 /// The control channel can give up: `control_all_gather_until(send, recv,
 /// bytes, deadline)` returns the ranks whose bytes did not arrive by then
 /// (empty: all arrived; recv is then complete).
 template <class C>
-concept DeadlineControl = requires(C& c, const void* s, void* r, std::size_t n,
-                                   std::chrono::steady_clock::time_point t) {
+concept DeadlineControl = requires(C& c, const void* s, void* r, std::size_t n, Deadline t) {
   { c.control_all_gather_until(s, r, n, t) } -> std::convertible_to<std::vector<int>>;
 };
 

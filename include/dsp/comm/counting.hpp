@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: a communicator decorator that counts collectives and the bytes this
 // rank sends to other ranks. Wraps any dsp::Communicator; copies share counts.
 #pragma once
@@ -28,7 +29,7 @@ struct CommCounts {
   std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
   std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
   std::size_t broadcast = 0;
-  std::size_t exchange = 0;    ///< exchange_runs and exchange_runs_typed calls
+  std::size_t exchange = 0;       ///< exchange_runs and exchange_runs_typed calls
   std::size_t control = 0;        ///< control_all_gather calls (agreement checks)
   std::size_t bytes_sent = 0;     ///< payload bytes sent to other ranks
   std::size_t control_bytes = 0;  ///< control bytes sent to other ranks
@@ -49,8 +50,7 @@ class CountingCommunicator {
   using memory_space = typename C::memory_space;
   using inner_type = C;
 
-  explicit CountingCommunicator(C inner)
-      : inner_(std::move(inner)), counts_(std::make_shared<CommCounts>()) {}
+  explicit CountingCommunicator(C inner) : inner_(std::move(inner)), counts_(std::make_shared<CommCounts>()) {}
 
   int rank() const { return inner_.rank(); }
   int size() const { return inner_.size(); }
@@ -59,11 +59,7 @@ class CountingCommunicator {
   /// Stream ordered when the wrapped communicator is.
   static constexpr bool stream_ordered = StreamOrdered<C>;
   /// The execution space of the wrapped communicator, when it has one.
-  auto execution_space() const
-    requires requires(const C& c) { c.execution_space(); }
-  {
-    return inner_.execution_space();
-  }
+  auto execution_space() const requires OwnExecutionSpace<C> { return inner_.execution_space(); }
 
   /// The counts so far (shared by every copy of this communicator).
   const CommCounts& counts() const noexcept { return *counts_; }
@@ -109,9 +105,7 @@ class CountingCommunicator {
     inner_.control_all_gather(s, r, bytes);
   }
   std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
-                                            std::chrono::steady_clock::time_point deadline)
-    requires DeadlineControl<C>
-  {
+                                            Deadline deadline) requires DeadlineControl<C> {
     ++counts_->control;
     counts_->control_bytes += bytes * others();
     return inner_.control_all_gather_until(s, r, bytes, deadline);
@@ -119,24 +113,20 @@ class CountingCommunicator {
 
   template <class Local>
   void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
-    requires PeerExchange<C>
-  {
+                     std::span<const detail::PeerRuns> recvs, std::size_t elem,
+                     Local&& local) requires PeerExchange<C> {
     count_exchange(sends, elem);
     inner_.exchange_runs(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
   template <class Local>
   void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                           std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
-    requires TypedExchange<C>
-  {
+                           std::span<const detail::PeerRuns> recvs, std::size_t elem,
+                           Local&& local) requires TypedExchange<C> {
     count_exchange(sends, elem);
     inner_.exchange_runs_typed(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
   /// A communicator of the same kind over a subgroup, counting into its own counts.
-  CountingCommunicator split(int color, int key) const
-    requires Splittable<C>
-  {
+  CountingCommunicator split(int color, int key) const requires Splittable<C> {
     return CountingCommunicator(inner_.split(color, key));
   }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the MPI communicator.
 #pragma once
 
@@ -23,11 +24,10 @@
 
 /// Calls an MPI function and throws dsp::BackendError with MPI's error string,
 /// the call and file:line when it does not return MPI_SUCCESS.
-#define DSP_CHECK_MPI(call)                                                        \
-  do {                                                                             \
-    const int dsp_mpi_rc_ = (call);                                                \
-    if (dsp_mpi_rc_ != MPI_SUCCESS)                                                \
-      ::dsp::detail::throw_mpi(dsp_mpi_rc_, #call, __FILE__, __LINE__);            \
+#define DSP_CHECK_MPI(call)                                                                           \
+  do {                                                                                                \
+    const int dsp_mpi_rc_ = (call);                                                                   \
+    if (dsp_mpi_rc_ != MPI_SUCCESS) ::dsp::detail::throw_mpi(dsp_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
 namespace dsp {
@@ -68,9 +68,9 @@ struct MpiState {
   int size = 1;
   std::mutex types_mutex;
   std::map<std::size_t, MPI_Datatype> types;
-  std::vector<MPI_Request> requests;  // reused by exchange_runs: no allocation once warm
+  std::vector<MPI_Request> requests;                           // reused by exchange_runs: no allocation once warm
   std::map<std::array<std::size_t, 3>, MPI_Datatype> strided;  // (runs, run bytes, stride bytes)
-  std::vector<int> w_counts, w_rcounts, w_sdispls, w_rdispls;                 // reused by exchange_runs_typed
+  std::vector<int> w_counts, w_rcounts, w_sdispls, w_rdispls;  // reused by exchange_runs_typed
   std::vector<MPI_Datatype> w_stypes, w_rtypes;
 
   int finalize_key = MPI_KEYVAL_INVALID;  // attribute on MPI_COMM_SELF: see watch_finalize
@@ -155,9 +155,7 @@ inline bool fits_mpi(std::span<const std::size_t> v) {
     if (!fits_mpi(x)) return false;
   return true;
 }
-inline std::vector<int> to_int(std::span<const std::size_t> v) {
-  return std::vector<int>(v.begin(), v.end());
-}
+inline std::vector<int> to_int(std::span<const std::size_t> v) { return std::vector<int>(v.begin(), v.end()); }
 
 }  // namespace detail
 
@@ -179,14 +177,16 @@ class BasicMpiCommunicator {
   /// both are properties of the communicator, the same everywhere).
   explicit BasicMpiCommunicator(MPI_Comm comm) : state_(std::make_shared<detail::MpiState>()) {
     if (!detail::mpi_is_live())
-      throw UsageError("dsp::MpiCommunicator: MPI is not initialized (or already finalized); create dsp "
-                       "communicators between MPI_Init and MPI_Finalize");
+      throw UsageError(
+          "dsp::MpiCommunicator: MPI is not initialized (or already finalized); create dsp "
+          "communicators between MPI_Init and MPI_Finalize");
     if (comm == MPI_COMM_NULL) throw InvalidArgument("dsp::MpiCommunicator: MPI_COMM_NULL given");
     int inter = 0;
     DSP_CHECK_MPI(MPI_Comm_test_inter(comm, &inter));
     if (inter)
-      throw InvalidArgument("dsp::MpiCommunicator: an intercommunicator was given; dsp needs an intracommunicator "
-                            "(one group of ranks), e.g. from MPI_Intercomm_merge");
+      throw InvalidArgument(
+          "dsp::MpiCommunicator: an intercommunicator was given; dsp needs an intracommunicator "
+          "(one group of ranks), e.g. from MPI_Intercomm_merge");
     state_->parent = comm;
     DSP_CHECK_MPI(MPI_Comm_dup(comm, &state_->comm));
     init();
@@ -215,8 +215,8 @@ class BasicMpiCommunicator {
   void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
     check_live();
     if (detail::fits_mpi(count)) {
-      DSP_CHECK_MPI(MPI_Alltoall(s, static_cast<int>(count), state_->type(elem), r,
-                                 static_cast<int>(count), state_->type(elem), state_->comm));
+      DSP_CHECK_MPI(MPI_Alltoall(s, static_cast<int>(count), state_->type(elem), r, static_cast<int>(count),
+                                 state_->type(elem), state_->comm));
       return;
     }
     std::vector<std::size_t> c(size(), count), d(size());
@@ -224,17 +224,15 @@ class BasicMpiCommunicator {
     point_to_point(s, c, d, r, c, d, elem);
   }
 
-  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
-                    void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
-                    std::size_t elem, std::size_t bound) {
+  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
+                    std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem,
+                    std::size_t bound) {
     check_live();
     // `bound` is equal on every rank, so every rank takes the same branch.
     if (detail::fits_mpi(bound)) {
-      auto isc = detail::to_int(sc), isd = detail::to_int(sd), irc = detail::to_int(rc),
-           ird = detail::to_int(rd);
+      auto isc = detail::to_int(sc), isd = detail::to_int(sd), irc = detail::to_int(rc), ird = detail::to_int(rd);
       MPI_Datatype t = state_->type(elem);
-      DSP_CHECK_MPI(MPI_Alltoallv(s, isc.data(), isd.data(), t, r, irc.data(), ird.data(), t,
-                                  state_->comm));
+      DSP_CHECK_MPI(MPI_Alltoallv(s, isc.data(), isd.data(), t, r, irc.data(), ird.data(), t, state_->comm));
       return;
     }
     point_to_point(s, sc, sd, r, rc, rd, elem);
@@ -261,7 +259,8 @@ class BasicMpiCommunicator {
     };
     try {
       for (const auto& pr : recvs)
-        each(pr, [&](std::size_t at, std::size_t n) { post_recv(req, static_cast<char*>(r) + at * elem, n, t, pr.peer); });
+        each(pr,
+             [&](std::size_t at, std::size_t n) { post_recv(req, static_cast<char*>(r) + at * elem, n, t, pr.peer); });
       for (const auto& pr : sends)
         each(pr, [&](std::size_t at, std::size_t n) {
           post_send(req, static_cast<const char*>(s) + at * elem, n, t, pr.peer);
@@ -313,8 +312,8 @@ class BasicMpiCommunicator {
   void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
     check_live();
     if (detail::fits_mpi(count)) {
-      DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(count), state_->type(elem), r,
-                                  static_cast<int>(count), state_->type(elem), state_->comm));
+      DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(count), state_->type(elem), r, static_cast<int>(count),
+                                  state_->type(elem), state_->comm));
       return;
     }
     std::vector<std::size_t> d(size());
@@ -333,8 +332,7 @@ class BasicMpiCommunicator {
     if (detail::fits_mpi(rc) && detail::fits_mpi(rd)) {
       auto irc = detail::to_int(rc), ird = detail::to_int(rd);
       MPI_Datatype t = state_->type(elem);
-      DSP_CHECK_MPI(MPI_Allgatherv(s, static_cast<int>(count), t, r, irc.data(), ird.data(), t,
-                                   state_->comm));
+      DSP_CHECK_MPI(MPI_Allgatherv(s, static_cast<int>(count), t, r, irc.data(), ird.data(), t, state_->comm));
       return;
     }
     gather_point_to_point(s, count, r, rc, rd, elem);
@@ -353,8 +351,8 @@ class BasicMpiCommunicator {
 
   void control_all_gather(const void* s, void* r, std::size_t bytes) {
     check_live();
-    DSP_CHECK_MPI(MPI_Allgather(s, static_cast<int>(bytes), MPI_BYTE, r, static_cast<int>(bytes),
-                                MPI_BYTE, state_->comm));
+    DSP_CHECK_MPI(
+        MPI_Allgather(s, static_cast<int>(bytes), MPI_BYTE, r, static_cast<int>(bytes), MPI_BYTE, state_->comm));
   }
 
   /// The agreement check's all-gather, giving up at `deadline`: returns the
@@ -363,8 +361,7 @@ class BasicMpiCommunicator {
   /// unmatched receives are cancelled, the missing ranks are sent an abort
   /// notice (a late rank that finds one raises TimeoutError instead of going
   /// on alone), and the communicator is marked unusable.
-  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
-                                            std::chrono::steady_clock::time_point deadline) {
+  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes, Deadline deadline) {
     check_live();
     const int n = size(), me = rank();
     MPI_Comm c = state_->comm;
@@ -448,8 +445,9 @@ class BasicMpiCommunicator {
 
   void check_live() const {
     if (!detail::mpi_is_live() || state_->comm == MPI_COMM_NULL)
-      throw UsageError("dsp::MpiCommunicator: MPI is finalized (or not initialized); finish every dsp call and "
-                       "destroy dsp tensors and communicators before MPI_Finalize");
+      throw UsageError(
+          "dsp::MpiCommunicator: MPI is finalized (or not initialized); finish every dsp call and "
+          "destroy dsp tensors and communicators before MPI_Finalize");
   }
 
   struct owned_tag {};
@@ -469,9 +467,8 @@ class BasicMpiCommunicator {
   // Large-count fallback: every exchange as messages of at most
   // mpi_count_limit() elements. Messages between one pair keep their order
   // (MPI's non-overtaking rule), so one tag serves all pieces.
-  void point_to_point(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
-                      void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
-                      std::size_t elem) {
+  void point_to_point(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
+                      std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem) {
     std::vector<MPI_Request> req;
     MPI_Datatype t = state_->type(elem);
     const std::size_t lim = detail::mpi_count_limit();
@@ -507,8 +504,7 @@ class BasicMpiCommunicator {
     DSP_CHECK_MPI(MPI_Isend(p, static_cast<int>(n), t, peer, 0, state_->comm, &req.back()));
   }
   static void wait_all(std::vector<MPI_Request>& req) {
-    if (!req.empty())
-      DSP_CHECK_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
+    if (!req.empty()) DSP_CHECK_MPI(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
   }
 
   std::shared_ptr<detail::MpiState> state_;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: does this MPI move CUDA device memory?
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the NCCL communicator (device memory, stream ordered).
 #pragma once
 
@@ -14,29 +15,28 @@
 
 /// Calls a CUDA runtime function; throws dsp::BackendError with CUDA's error
 /// name and string and file:line on failure.
-#define DSP_CHECK_CUDA(call)                                                                 \
-  do {                                                                                       \
-    const cudaError_t dsp_cuda_rc_ = (call);                                                 \
-    if (dsp_cuda_rc_ != cudaSuccess)                                                         \
-      ::dsp::detail::throw_backend("CUDA", #call, __FILE__, __LINE__, int(dsp_cuda_rc_),     \
-                                   std::string(cudaGetErrorName(dsp_cuda_rc_)) + ": " +      \
-                                       cudaGetErrorString(dsp_cuda_rc_));                    \
+#define DSP_CHECK_CUDA(call)                                                                      \
+  do {                                                                                            \
+    const cudaError_t dsp_cuda_rc_ = (call);                                                      \
+    if (dsp_cuda_rc_ != cudaSuccess)                                                              \
+      ::dsp::detail::throw_backend(                                                               \
+          "CUDA", #call, __FILE__, __LINE__, int(dsp_cuda_rc_),                                   \
+          std::string(cudaGetErrorName(dsp_cuda_rc_)) + ": " + cudaGetErrorString(dsp_cuda_rc_)); \
   } while (0)
 
 /// Calls an NCCL function on communicator `comm`; throws dsp::BackendError with
 /// ncclGetErrorString, ncclGetLastError and file:line on failure.
-#define DSP_CHECK_NCCL(comm, call)                                                           \
-  do {                                                                                       \
-    const ncclResult_t dsp_nccl_rc_ = (call);                                                \
-    if (dsp_nccl_rc_ != ncclSuccess && dsp_nccl_rc_ != ncclInProgress)                       \
-      ::dsp::detail::throw_nccl(comm, dsp_nccl_rc_, #call, __FILE__, __LINE__);              \
+#define DSP_CHECK_NCCL(comm, call)                                              \
+  do {                                                                          \
+    const ncclResult_t dsp_nccl_rc_ = (call);                                   \
+    if (dsp_nccl_rc_ != ncclSuccess && dsp_nccl_rc_ != ncclInProgress)          \
+      ::dsp::detail::throw_nccl(comm, dsp_nccl_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
 namespace dsp {
 namespace detail {
 
-[[noreturn]] inline void throw_nccl(ncclComm_t comm, ncclResult_t rc, const char* call, const char* file,
-                                    int line) {
+[[noreturn]] inline void throw_nccl(ncclComm_t comm, ncclResult_t rc, const char* call, const char* file, int line) {
   std::string text = ncclGetErrorString(rc);
   const char* last = ncclGetLastError(comm);
   if (last && *last) text += std::string(" (") + last + ")";

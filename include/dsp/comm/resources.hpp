@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the state dsp keeps for one communicator (its workspaces, its recycled
 // outputs, its in-use flag), held by the communicator itself so that it lives
 // exactly as long as the communicator's last copy. No Kokkos, no backend.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the one-rank communicator. No MPI needed.
 #pragma once
 
@@ -23,32 +24,24 @@ class BasicSelfCommunicator {
   const void* id() const noexcept { return res_.id(); }
   const CommResources& resources() const noexcept { return res_; }
 
-  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
-    copy(r, s, count * elem);
+  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) { copy(r, s, count * elem); }
+  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
+                    std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem,
+                    std::size_t /*bound*/) {
+    if (sc[0] != rc[0]) throw InvalidArgument("dsp::SelfCommunicator::all_to_all_v: send and receive counts differ");
+    copy(static_cast<char*>(r) + rd[0] * elem, static_cast<const char*>(s) + sd[0] * elem, sc[0] * elem);
   }
-  void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd,
-                    void* r, std::span<const std::size_t> rc, std::span<const std::size_t> rd,
-                    std::size_t elem, std::size_t /*bound*/) {
-    if (sc[0] != rc[0])
-      throw InvalidArgument("dsp::SelfCommunicator::all_to_all_v: send and receive counts differ");
-    copy(static_cast<char*>(r) + rd[0] * elem, static_cast<const char*>(s) + sd[0] * elem,
-         sc[0] * elem);
-  }
-  void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
-    copy(r, s, count * elem);
-  }
+  void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) { copy(r, s, count * elem); }
   void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
                     std::span<const std::size_t> rd, std::size_t elem) {
-    if (count != rc[0])
-      throw InvalidArgument("dsp::SelfCommunicator::all_gather_v: send and receive counts differ");
+    if (count != rc[0]) throw InvalidArgument("dsp::SelfCommunicator::all_gather_v: send and receive counts differ");
     copy(static_cast<char*>(r) + rd[0] * elem, s, count * elem);
   }
   void broadcast(void*, std::size_t, std::size_t, int root) {
     if (root != 0) throw InvalidArgument("dsp::SelfCommunicator::broadcast: root must be 0");
   }
   void control_all_gather(const void* s, void* r, std::size_t bytes) { std::memcpy(r, s, bytes); }
-  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
-                                            std::chrono::steady_clock::time_point) {
+  std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes, Deadline) {
     std::memcpy(r, s, bytes);
     return {};
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: a communicator for device memory over a host-memory backend, staging
 // every transfer through host buffers.
 #pragma once
@@ -82,9 +83,7 @@ class StagedCommunicator {
 
   void control_all_gather(const void* s, void* r, std::size_t bytes) { inner_.control_all_gather(s, r, bytes); }
   std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes,
-                                            std::chrono::steady_clock::time_point deadline)
-    requires DeadlineControl<Inner>
-  {
+                                            Deadline deadline) requires DeadlineControl<Inner> {
     return inner_.control_all_gather_until(s, r, bytes, deadline);
   }
 
@@ -93,26 +92,20 @@ class StagedCommunicator {
   /// goes to the host, the peers' runs land there, and the range comes back.
   template <class Local>
   void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
-    requires PeerExchange<Inner>
-  {
-    staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local), [&](const char* hs, char* hr) {
-      inner_.exchange_runs(hs, sends, hr, recvs, elem, [] {});
-    });
+                     std::span<const detail::PeerRuns> recvs, std::size_t elem,
+                     Local&& local) requires PeerExchange<Inner> {
+    staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local),
+                    [&](const char* hs, char* hr) { inner_.exchange_runs(hs, sends, hr, recvs, elem, [] {}); });
   }
   template <class Local>
   void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                           std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local)
-    requires TypedExchange<Inner>
-  {
-    staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local), [&](const char* hs, char* hr) {
-      inner_.exchange_runs_typed(hs, sends, hr, recvs, elem, [] {});
-    });
+                           std::span<const detail::PeerRuns> recvs, std::size_t elem,
+                           Local&& local) requires TypedExchange<Inner> {
+    staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local),
+                    [&](const char* hs, char* hr) { inner_.exchange_runs_typed(hs, sends, hr, recvs, elem, [] {}); });
   }
   /// The same staging over a subgroup of the inner communicator (collective).
-  StagedCommunicator split(int color, int key) const
-    requires Splittable<Inner>
-  {
+  StagedCommunicator split(int color, int key) const requires Splittable<Inner> {
     return StagedCommunicator(inner_.split(color, key));
   }
 
@@ -136,8 +129,7 @@ class StagedCommunicator {
   }
   template <class Local, class Exchange>
   void staged_exchange(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                       std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local,
-                       Exchange&& exchange) {
+                       std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local, Exchange&& exchange) {
     const std::size_t sbytes = hull(sends) * elem, rbytes = hull(recvs) * elem;
     const char* hs = to_host(bufs_->send, s, sbytes);
     local();
@@ -164,7 +156,8 @@ class StagedCommunicator {
   static void copy(void* dst_host, const void* src_dev, std::size_t bytes) {
     using Dev = Kokkos::View<char*, MemorySpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
     using Host = Kokkos::View<char*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-    Kokkos::deep_copy(Host(static_cast<char*>(dst_host), bytes), Dev(static_cast<char*>(const_cast<void*>(src_dev)), bytes));
+    Kokkos::deep_copy(Host(static_cast<char*>(dst_host), bytes),
+                      Dev(static_cast<char*>(const_cast<void*>(src_dev)), bytes));
   }
   const char* to_host(HostBytes& b, const void* dev, std::size_t bytes) {
     char* h = host(b, bytes);

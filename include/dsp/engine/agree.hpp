@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: cross-rank agreement before a collective.
 //
 // Every rank contributes a fixed-size signature of what it is about to do
@@ -211,7 +212,8 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   auto list = [&](auto field) {
     std::string t;
     const std::size_t shown = all.size() < 16 ? all.size() : 16;
-    for (std::size_t r = 0; r < shown; ++r) t += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " + field(all[r]);
+    for (std::size_t r = 0; r < shown; ++r)
+      t += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " + field(all[r]);
     if (shown < all.size()) t += ", ... (" + std::to_string(all.size() - shown) + " more ranks)";
     return t;
   };
@@ -224,13 +226,16 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
     if (b.magic != a.magic || b.comm_size != a.comm_size)
       return "the ranks are not running the same dsp operation on one communicator";
   if (differs([](const Signature& s) { return s.op; }))
-    return "the ranks called different operations: " + list([](const Signature& s) { return std::string(op_name(s.op)); });
+    return "the ranks called different operations: " +
+           list([](const Signature& s) { return std::string(op_name(s.op)); });
   if (differs([](const Signature& s) { return s.tensor_rank; }))
     return "tensor ranks disagree: " + list([](const Signature& s) { return std::to_string(s.tensor_rank); });
   if (differs([](const Signature& s) { return s.type_hash ^ s.elem_bytes; }))
-    return "element types disagree: " +
-           list([](const Signature& s) { return std::string(s.type) + " (" + std::to_string(s.elem_bytes) + " bytes)"; });
-  if (differs([](const Signature& s) { return extents_text(s); })) return "global extents disagree: " + list(extents_text);
+    return "element types disagree: " + list([](const Signature& s) {
+             return std::string(s.type) + " (" + std::to_string(s.elem_bytes) + " bytes)";
+           });
+  if (differs([](const Signature& s) { return extents_text(s); }))
+    return "global extents disagree: " + list(extents_text);
   if (differs([](const Signature& s) { return s.src_layout; }))
     return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout); });
   if (differs([](const Signature& s) { return s.dst_layout; }))
@@ -247,7 +252,8 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   if (differs([](const Signature& s) { return s.site_hash; }))
     return "the ranks reached this collective from different call sites (a rank that skipped a collective is "
            "at its next one; if different places are intended, dsp::set_call_site_checks(false) or "
-           "DSP_CALL_SITE_CHECKS=0 turns this check off): " + list(site_text);
+           "DSP_CALL_SITE_CHECKS=0 turns this check off): " +
+           list(site_text);
   return "";
 }
 
@@ -279,8 +285,8 @@ void agree(Comm& comm, Signature mine, const std::string& local_error) {
   bool gathered = false;
   if constexpr (DeadlineControl<Comm>) {
     if (deadline.count() > 0) {
-      const std::vector<int> missing = comm.control_all_gather_until(
-          &mine, all.data(), sizeof(Signature), std::chrono::steady_clock::now() + deadline);
+      const std::vector<int> missing = comm.control_all_gather_until(&mine, all.data(), sizeof(Signature),
+                                                                     std::chrono::steady_clock::now() + deadline);
       if (!missing.empty()) {
         std::string who;
         for (std::size_t k = 0; k < missing.size() && k < 16; ++k) who += (k ? ", " : "") + std::to_string(missing[k]);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: from typed tensors to the engine. Builds the signature, checks the
 // output, allocates (recycled) outputs, and calls the type-erased engine.
 #pragma once
@@ -56,8 +57,9 @@ std::string check_output(const char* op, const X& x, const Y& y) {
     return who() + ": the output has global extents " + text(y.global_extents()) + " but the input " +
            text(x.global_extents());
   if (!same_group(x.communicator(), y.communicator()))
-    return who() + ": the output lives on a different communicator than the input (not the same ranks in the "
-                   "same order)";
+    return who() +
+           ": the output lives on a different communicator than the input (not the same ranks in the "
+           "same order)";
   if (overlaps(x.local(), y.local()))
     return who() + ": the output shares memory with the input; dsp does not work in place";
   return "";
@@ -97,10 +99,9 @@ void switch_into(const X& x, Y& y, const std::source_location& loc) {
   Signature sig = signature_of(Op::dynamic_switch, x, long(D), loc);
   std::string err = check_output("dsp::dynamic_switch", x, y);
   if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
-  run_switch<typename X::memory_space>(
-      x.communicator(), sig, std::move(err),
-      SwitchArgs{x.local().data(), y.local().data(), sizeof(typename X::value_type), x.global_extents(),
-                 X::layout_type::dim, D});
+  run_switch<typename X::memory_space>(x.communicator(), sig, std::move(err),
+                                       SwitchArgs{x.local().data(), y.local().data(), sizeof(typename X::value_type),
+                                                  x.global_extents(), X::layout_type::dim, D});
 }
 
 template <class X, class Y>
@@ -118,8 +119,8 @@ void split_into(const X& x, Y& y) {
   const std::string err = check_output("dsp::split", x, y);
   if (!err.empty()) throw InvalidArgument(err);
   const auto& c = x.communicator();
-  run_local_copy<typename X::memory_space>(c, plan_split(x.global_extents(), D, c.rank(), c.size()),
-                                           x.local().data(), y.local().data(), sizeof(typename X::value_type));
+  run_local_copy<typename X::memory_space>(c, plan_split(x.global_extents(), D, c.rank(), c.size()), x.local().data(),
+                                           y.local().data(), sizeof(typename X::value_type));
 }
 
 }  // namespace dsp::detail

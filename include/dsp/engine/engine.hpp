@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the engine every front end calls. Generic only in the communicator
 // and the memory space, never in the element type or the tensor rank, so
 // every tensor type shares one engine per backend.
@@ -37,13 +38,15 @@ namespace dsp::detail {
 inline void require_kokkos(const char* op) {
 #if defined(KOKKOS_VERSION) && KOKKOS_VERSION >= 40000
   if (Kokkos::is_finalized())
-    throw UsageError(std::string(op) + ": Kokkos is finalized; finish every dsp call and destroy dsp tensors "
-                                       "before Kokkos::finalize");
+    throw UsageError(std::string(op) +
+                     ": Kokkos is finalized; finish every dsp call and destroy dsp tensors "
+                     "before Kokkos::finalize");
 #endif
   if (!Kokkos::is_initialized())
-    throw UsageError(std::string(op) + ": Kokkos is not initialized (or already finalized); call "
-                                       "Kokkos::initialize before using dsp tensors, and finish with them before "
-                                       "Kokkos::finalize");
+    throw UsageError(std::string(op) +
+                     ": Kokkos is not initialized (or already finalized); call "
+                     "Kokkos::initialize before using dsp tensors, and finish with them before "
+                     "Kokkos::finalize");
 }
 
 /// One collective at a time per communicator: dsp's threading model. Marks
@@ -57,12 +60,14 @@ class Busy {
   Busy(const Comm& comm, const char* op) : res_(comm.resources()) {
     require_kokkos(op);
     if (res_.poisoned())
-      throw UsageError(std::string(op) + ": this communicator timed out in an earlier collective "
-                                         "(dsp::set_collective_deadline) and cannot be used any more");
+      throw UsageError(std::string(op) +
+                       ": this communicator timed out in an earlier collective "
+                       "(dsp::set_collective_deadline) and cannot be used any more");
     if (!res_.try_acquire())
-      throw UsageError(std::string(op) + ": another thread is running a dsp collective on this communicator; "
-                                         "dsp runs one collective at a time per communicator (use one "
-                                         "communicator per thread: MpiCommunicator{comm} makes a new one)");
+      throw UsageError(std::string(op) +
+                       ": another thread is running a dsp collective on this communicator; "
+                       "dsp runs one collective at a time per communicator (use one "
+                       "communicator per thread: MpiCommunicator{comm} makes a new one)");
   }
   ~Busy() { res_.release(); }
   Busy(const Busy&) = delete;
@@ -142,8 +147,7 @@ inline Path path_of(const SwitchPlan& p) {
 /// Prepare phase: the plan, and the workspace it needs reserved. A failure
 /// is recorded in `sig` and `err`.
 template <class M, class Comm>
-std::shared_ptr<const SwitchPlan> prepare_switch(Comm& comm, const SwitchArgs& a, Signature& sig,
-                                                 std::string& err) {
+std::shared_ptr<const SwitchPlan> prepare_switch(Comm& comm, const SwitchArgs& a, Signature& sig, std::string& err) {
   if (!err.empty()) return nullptr;
   try {
     maybe_inject_fault();
@@ -173,29 +177,28 @@ void execute_switch(Comm& comm, const SwitchPlan& plan, const SwitchArgs& a) {
   unsigned char* rbuf = ws ? ws->recv() : nullptr;
   std::visit(
       [&](const auto& p) {
-        using P = std::decay_t<decltype(p)>;
-        if constexpr (std::is_same_v<P, IdentityPlan>) {
-          copy_runs(exec, a.out, a.in, eb, std::span(&p.copy, 1));
-          exec.fence();
-        } else if constexpr (std::is_same_v<P, AlltoallPlan>) {  // own chunk included: the backend copies it
-          copy_runs(exec, sbuf, a.in, eb, p.pack);
-          fence_before_transfer<Comm>(exec);
-          if (!empty)
-            comm.all_to_all(p.send_from_input ? a.in : sbuf, p.recv_into_output ? a.out : rbuf, p.count, eb);
-          copy_runs(exec, a.out, rbuf, eb, p.unpack);
-          exec.fence();
-        } else if constexpr (std::is_same_v<P, AlltoallvPlan>) {
-          copy_runs(exec, sbuf, a.in, eb, p.pack);
-          copy_runs(exec, a.out, a.in, eb, std::span(&p.self, 1));
-          fence_before_transfer<Comm>(exec);
-          if (comm.size() > 1 && !empty)
-            comm.all_to_all_v(p.send_from_input ? a.in : sbuf, p.send_counts, p.send_displs,
-                              p.recv_into_output ? a.out : rbuf, p.recv_counts, p.recv_displs, eb, p.bound);
-          copy_runs(exec, a.out, rbuf, eb, p.unpack);
-          exec.fence();
-        } else {  // PeerPlan or TypedPlan
-          execute_peer(comm, exec, p, std::is_same_v<P, TypedPlan>, a.in, a.out, eb, a.global);
-        }
+    using P = std::decay_t<decltype(p)>;
+    if constexpr (std::is_same_v<P, IdentityPlan>) {
+      copy_runs(exec, a.out, a.in, eb, std::span(&p.copy, 1));
+      exec.fence();
+    } else if constexpr (std::is_same_v<P, AlltoallPlan>) {  // own chunk included: the backend copies it
+      copy_runs(exec, sbuf, a.in, eb, p.pack);
+      fence_before_transfer<Comm>(exec);
+      if (!empty) comm.all_to_all(p.send_from_input ? a.in : sbuf, p.recv_into_output ? a.out : rbuf, p.count, eb);
+      copy_runs(exec, a.out, rbuf, eb, p.unpack);
+      exec.fence();
+    } else if constexpr (std::is_same_v<P, AlltoallvPlan>) {
+      copy_runs(exec, sbuf, a.in, eb, p.pack);
+      copy_runs(exec, a.out, a.in, eb, std::span(&p.self, 1));
+      fence_before_transfer<Comm>(exec);
+      if (comm.size() > 1 && !empty)
+        comm.all_to_all_v(p.send_from_input ? a.in : sbuf, p.send_counts, p.send_displs,
+                          p.recv_into_output ? a.out : rbuf, p.recv_counts, p.recv_displs, eb, p.bound);
+      copy_runs(exec, a.out, rbuf, eb, p.unpack);
+      exec.fence();
+    } else {  // PeerPlan or TypedPlan
+      execute_peer(comm, exec, p, std::is_same_v<P, TypedPlan>, a.in, a.out, eb, a.global);
+    }
       },
       plan);
 }
@@ -239,7 +242,8 @@ void run_gather(Comm comm, Signature sig, std::string err, const GatherArgs& a) 
   }
   agree(comm, sig, err);
   auto exec = execution_space_for<M>(comm);
-  if (const auto* peer = std::get_if<PeerPlan>(&plan)) return execute_peer(comm, exec, *peer, false, a.in, a.out, a.eb, a.global);
+  if (const auto* peer = std::get_if<PeerPlan>(&plan))
+    return execute_peer(comm, exec, *peer, false, a.in, a.out, a.eb, a.global);
   const auto& g = std::get<AllgatherPlan>(plan);
   unsigned char* rbuf = g.recv_into_output ? nullptr : workspace<M>(comm).recv();
   fence_before_transfer<Comm>(exec);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: communication buffers and recycled outputs, kept in the
 // communicator's own CommResources (one set per memory space), so they live
 // as long as the communicator and no longer than Kokkos.

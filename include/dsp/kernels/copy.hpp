@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: the one copy kernel every primitive reduces to: copies between run
 // patterns (plan/runs.hpp), on the tensor's execution space.
 #pragma once
@@ -21,8 +22,8 @@ template <class Exec>
 inline constexpr bool is_host_exec_v = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
 
 template <class Word, class Exec>
-void copy_task_device(const Exec& exec, unsigned char* dst, const unsigned char* src,
-                      std::size_t elem_bytes, const CopyTask& t) {
+void copy_task_device(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
+                      const CopyTask& t) {
   const std::size_t w = elem_bytes / sizeof(Word);  // words per element
   const std::size_t piece = (t.dst.len < t.src.len ? t.dst.len : t.src.len) * w;
   const std::size_t md = t.dst.len * w / piece, ms = t.src.len * w / piece;

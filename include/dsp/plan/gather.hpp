@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: how a gather Sharded<d> -> Replicated, a scatter from a root (the
 // paper's dataloader, dsp::distribute) and a split move data. One plan type
 // per algorithm; pure arithmetic, as plan/switch.hpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: run patterns, the vocabulary shared by plans, kernels and backends.
 // A leaf header: pure types and arithmetic, no Kokkos, no communication.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // dsp: how a switch Sharded<i> -> Sharded<j> moves data, one plan type per
 // algorithm. Pure arithmetic over the global extents, the two dims, the rank
 // and the rank count: any rank can compute any other rank's plan, which the
@@ -28,10 +29,10 @@ struct IdentityPlan {
 
 /// Every chunk, the own one included, through one equal-count all-to-all.
 struct AlltoallPlan {
-  std::size_t count = 0;              // elements per peer
-  bool send_from_input = false;       // the chunks are contiguous in the input: no pack
-  bool recv_into_output = false;      // the blocks land contiguously in the output: no unpack
-  std::vector<CopyTask> pack, unpack; // into / out of the workspace, when needed
+  std::size_t count = 0;                       // elements per peer
+  bool send_from_input = false;                // the chunks are contiguous in the input: no pack
+  bool recv_into_output = false;               // the blocks land contiguously in the output: no unpack
+  std::vector<CopyTask> pack, unpack;          // into / out of the workspace, when needed
   std::size_t send_elems = 0, recv_elems = 0;  // workspace needed (0 when direct)
 };
 
@@ -247,8 +248,8 @@ inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std:
                                                             std::size_t j, int rank, int size, std::size_t elem_bytes,
                                                             Capabilities caps, SwitchAlgorithm setting) {
   auto make = [&] {
-    const SwitchAlgorithm a = i == j ? SwitchAlgorithm::alltoallv
-                                     : choose_switch(global, i, j, size, elem_bytes, caps, setting);
+    const SwitchAlgorithm a =
+        i == j ? SwitchAlgorithm::alltoallv : choose_switch(global, i, j, size, elem_bytes, caps, setting);
     return std::make_shared<const SwitchPlan>(plan_switch(a, global, i, j, rank, size));
   };
   if (global.size() > kMaxRank) return make();

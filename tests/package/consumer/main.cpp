@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shards a [B, T, S, C] tensor on T, switches to S and back, gathers, checks.
 #include <dsp/mpi.hpp>
 
