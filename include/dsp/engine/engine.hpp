@@ -103,6 +103,14 @@ void fence_before_transfer(const Exec& exec) {
   transfer_fences().fetch_add(1, std::memory_order_relaxed);
 }
 
+/// The end of an operation: with a host-issued backend the output is ready
+/// when the call returns; with a stream-ordered one (NCCL) it is ready in the
+/// stream's order, and the host does not wait (only the agreement check does).
+template <class Comm, class Exec>
+void fence_after(const Exec& exec) {
+  if constexpr (!StreamOrdered<Comm>) exec.fence();
+}
+
 /// Point-to-point exchange of a PeerPlan, the own chunk copied meanwhile.
 /// No exchange at all (the typed one is a collective) when nothing moves
 /// between ranks anywhere: one rank, or an empty tensor.
@@ -111,7 +119,7 @@ void execute_peer(Comm& comm, const Exec& exec, const PeerPlan& plan, bool typed
                   std::size_t eb, std::span<const std::size_t> global) {
   auto local = [&] {
     copy_runs(exec, out, in, eb, std::span(&plan.self, 1));
-    exec.fence();
+    fence_after<Comm>(exec);
   };
   if (comm.size() == 1 || product(global) == 0) return local();
   fence_before_transfer<Comm>(exec);
@@ -180,13 +188,13 @@ void execute_switch(Comm& comm, const SwitchPlan& plan, const SwitchArgs& a) {
     using P = std::decay_t<decltype(p)>;
     if constexpr (std::is_same_v<P, IdentityPlan>) {
       copy_runs(exec, a.out, a.in, eb, std::span(&p.copy, 1));
-      exec.fence();
+      fence_after<Comm>(exec);
     } else if constexpr (std::is_same_v<P, AlltoallPlan>) {  // own chunk included: the backend copies it
       copy_runs(exec, sbuf, a.in, eb, p.pack);
       fence_before_transfer<Comm>(exec);
       if (!empty) comm.all_to_all(p.send_from_input ? a.in : sbuf, p.recv_into_output ? a.out : rbuf, p.count, eb);
       copy_runs(exec, a.out, rbuf, eb, p.unpack);
-      exec.fence();
+      fence_after<Comm>(exec);
     } else if constexpr (std::is_same_v<P, AlltoallvPlan>) {
       copy_runs(exec, sbuf, a.in, eb, p.pack);
       copy_runs(exec, a.out, a.in, eb, std::span(&p.self, 1));
@@ -195,7 +203,7 @@ void execute_switch(Comm& comm, const SwitchPlan& plan, const SwitchArgs& a) {
         comm.all_to_all_v(p.send_from_input ? a.in : sbuf, p.send_counts, p.send_displs,
                           p.recv_into_output ? a.out : rbuf, p.recv_counts, p.recv_displs, eb, p.bound);
       copy_runs(exec, a.out, rbuf, eb, p.unpack);
-      exec.fence();
+      fence_after<Comm>(exec);
     } else {  // PeerPlan or TypedPlan
       execute_peer(comm, exec, p, std::is_same_v<P, TypedPlan>, a.in, a.out, eb, a.global);
     }
@@ -250,7 +258,7 @@ void run_gather(Comm comm, Signature sig, std::string err, const GatherArgs& a) 
   if (product(a.global) > 0)
     comm.all_gather_v(a.in, g.counts[std::size_t(p)], g.recv_into_output ? a.out : rbuf, g.counts, g.displs, a.eb);
   copy_runs(exec, a.out, rbuf, a.eb, g.unpack);
-  exec.fence();
+  fence_after<Comm>(exec);
 }
 
 // ---------------------------------------------------------------- from a root (distribute)
@@ -294,7 +302,7 @@ void run_from_root(Comm comm, Signature sig, std::string err, const RootArgs& a)
     }
     fence_before_transfer<Comm>(exec);
     if (total > 0) comm.broadcast(a.out, total, a.eb, a.root);
-    exec.fence();
+    fence_after<Comm>(exec);
     return;
   }
   unsigned char* sbuf = plan.send_elems ? workspace<M>(comm).send() : nullptr;
@@ -303,7 +311,7 @@ void run_from_root(Comm comm, Signature sig, std::string err, const RootArgs& a)
   if (total > 0)
     comm.all_to_all_v(sbuf, plan.send_counts, plan.send_displs, a.out, plan.recv_counts, plan.recv_displs, a.eb,
                       plan.bound);
-  exec.fence();
+  fence_after<Comm>(exec);
 }
 
 // ---------------------------------------------------------------- local
@@ -314,7 +322,7 @@ void run_local_copy(const Comm& comm, const CopyTask& t, const void* in, void* o
   require_kokkos("dsp::split");
   auto exec = execution_space_for<M>(comm);
   copy_runs(exec, out, in, eb, std::span(&t, 1));
-  exec.fence();
+  fence_after<Comm>(exec);
 }
 
 }  // namespace dsp::detail
