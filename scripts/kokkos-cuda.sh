@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds a CUDA-enabled Kokkos from a source tree you already have, installs it
 # outside this repository, then builds dsp's tests, examples and benchmarks
 # against it with nvcc and runs them.
@@ -40,9 +41,11 @@
 # source contents and options (recorded in <prefix>/dsp-kokkos.stamp), so a
 # second run only rebuilds dsp.
 #
-# ctest: test_nccl exits 77 (Skipped) where no GPU is visible. A binary linked
-# against CUDA Kokkos needs the driver's libcuda.so.1 to load at all; where the
-# test binaries cannot load it, this script says so and runs no tests.
+# ctest: a binary linked against CUDA Kokkos needs the driver's libcuda.so.1
+# to load at all. Where the driver does not load or sees no GPU, every test
+# that runs such a binary prints why and exits 77 (tests/cuda_launcher.cpp),
+# which CTest reports as Skipped; the compile-fail and packaging tests, which
+# only compile, still run.
 set -euo pipefail
 
 die() { echo "kokkos-cuda.sh: error: $*" >&2; exit 1; }
@@ -167,7 +170,6 @@ cmake -S "$repo" -B "$build" \
   -DCMAKE_CXX_COMPILER="$prefix/bin/nvcc_wrapper" \
   -DKokkos_ROOT="$prefix" \
   -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CXX_EXTENSIONS=OFF \
   -DDSP_ENABLE_MPI=ON \
   -DDSP_ENABLE_NCCL=ON \
   -DDSP_BUILD_EXAMPLES=ON \
@@ -178,15 +180,6 @@ cmake --build "$build" -j"$jobs"
 
 if [ "${DSP_CUDA_NO_TEST:-0}" = 1 ]; then
   say "built in $build; DSP_CUDA_NO_TEST=1: not running the tests"
-  exit 0
-fi
-
-# A binary linked against CUDA Kokkos loads only where the driver's libcuda.so.1 is found.
-probe_bin="$build/tests/test_nccl"
-if [ -x "$probe_bin" ] && missing="$(ldd "$probe_bin" 2>/dev/null | grep 'not found')"; then
-  say "the test binaries cannot be loaded on this machine (no NVIDIA driver?):"
-  echo "$missing" >&2
-  say "built in $build; not running the tests. Run them where the driver is installed."
   exit 0
 fi
 
