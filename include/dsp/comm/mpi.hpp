@@ -149,6 +149,28 @@ inline MPI_Datatype strided_type(MpiState& st, const PeerRuns& pr, std::size_t e
   return t;
 }
 
+inline MPI_Datatype mpi_reduce_type(ReduceType t) {
+  switch (t) {
+    case ReduceType::f32: return MPI_FLOAT;
+    case ReduceType::f64: return MPI_DOUBLE;
+    case ReduceType::i32: return MPI_INT32_T;
+    case ReduceType::i64: return MPI_INT64_T;
+    case ReduceType::u32: return MPI_UINT32_T;
+    case ReduceType::u64: return MPI_UINT64_T;
+    case ReduceType::c64: return MPI_C_FLOAT_COMPLEX;
+    case ReduceType::c128: return MPI_C_DOUBLE_COMPLEX;
+  }
+  return MPI_DATATYPE_NULL;
+}
+inline MPI_Op mpi_reduce_op(ReduceOp o) {
+  switch (o) {
+    case ReduceOp::sum: return MPI_SUM;
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+  }
+  return MPI_OP_NULL;
+}
+
 inline bool fits_mpi(std::size_t v) { return v <= mpi_count_limit(); }
 inline bool fits_mpi(std::span<const std::size_t> v) {
   for (std::size_t x : v)
@@ -336,6 +358,49 @@ class BasicMpiCommunicator {
       return;
     }
     gather_point_to_point(s, count, r, rc, rd, elem);
+  }
+
+  /// MPI_Allreduce, in pieces of at most mpi_count_limit() elements.
+  void all_reduce(const void* s, void* r, std::size_t count, ReduceType t, ReduceOp o) {
+    check_live();
+    const std::size_t eb = reduce_bytes(t), lim = detail::mpi_count_limit();
+    for (std::size_t done = 0; done < count; done += lim)
+      DSP_CHECK_MPI(MPI_Allreduce(static_cast<const char*>(s) + done * eb, static_cast<char*>(r) + done * eb,
+                                  static_cast<int>(std::min(lim, count - done)), detail::mpi_reduce_type(t),
+                                  detail::mpi_reduce_op(o), state_->comm));
+  }
+
+  /// MPI_Reduce_scatter_block for equal counts, MPI_Reduce_scatter otherwise;
+  /// beyond MPI's int range, one MPI_Reduce per rank and piece. `counts` are
+  /// the same on every rank, so every rank takes the same path.
+  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t, ReduceOp o) {
+    check_live();
+    const std::size_t n = counts.size(), eb = reduce_bytes(t), lim = detail::mpi_count_limit();
+    const MPI_Datatype dt = detail::mpi_reduce_type(t);
+    const MPI_Op op = detail::mpi_reduce_op(o);
+    std::size_t total = 0;
+    bool equal = true;
+    for (std::size_t q = 0; q < n; ++q) total += counts[q], equal = equal && counts[q] == counts[0];
+    if (total == 0) return;
+    if (detail::fits_mpi(total)) {
+      if (equal) {
+        DSP_CHECK_MPI(MPI_Reduce_scatter_block(s, r, static_cast<int>(counts[0]), dt, op, state_->comm));
+      } else {
+        auto ic = detail::to_int(counts);
+        DSP_CHECK_MPI(MPI_Reduce_scatter(s, r, ic.data(), dt, op, state_->comm));
+      }
+      return;
+    }
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < n; ++q) {
+      for (std::size_t done = 0; done < counts[q]; done += lim) {
+        const int len = static_cast<int>(std::min(lim, counts[q] - done));
+        void* out = static_cast<int>(q) == rank() ? static_cast<char*>(r) + done * eb : nullptr;
+        DSP_CHECK_MPI(MPI_Reduce(static_cast<const char*>(s) + (at + done) * eb, out, len, dt, op, static_cast<int>(q),
+                                 state_->comm));
+      }
+      at += counts[q];
+    }
   }
 
   void broadcast(void* b, std::size_t count, std::size_t elem, int root) {

@@ -14,6 +14,8 @@
 #include <dsp/comm/concepts.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
+#include <dsp/layout.hpp>
+#include <dsp/plan/redistribute.hpp>
 #include <dsp/settings.hpp>
 
 #include <array>
@@ -57,7 +59,16 @@ constexpr std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393
   return h;
 }
 
-enum class Op : std::uint32_t { construct = 1, split, gather, dynamic_switch, distribute, make_groups };
+enum class Op : std::uint32_t {
+  construct = 1,
+  split,
+  gather,
+  dynamic_switch,
+  distribute,
+  make_groups,
+  make_mesh,
+  redistribute
+};
 
 inline const char* op_name(std::uint32_t op) {
   switch (static_cast<Op>(op)) {
@@ -67,6 +78,8 @@ inline const char* op_name(std::uint32_t op) {
     case Op::dynamic_switch: return "dsp::dynamic_switch";
     case Op::distribute: return "dsp::distribute";
     case Op::make_groups: return "dsp::make_parallel_groups";
+    case Op::make_mesh: return "dsp::Mesh construction";
+    case Op::redistribute: return "dsp::redistribute";
   }
   return "an unknown operation";
 }
@@ -139,8 +152,10 @@ struct Signature {
   std::uint64_t elem_bytes = 0;
   std::uint64_t tensor_rank = 0;
   std::uint64_t extents[kMaxRank] = {};
-  std::int64_t src_layout = 0;
-  std::int64_t dst_layout = 0;
+  std::uint32_t mesh_axes = 0;  // 0: a plain communicator (one placement in src/dst_layout[0])
+  std::int32_t mesh_shape[kMaxAxes] = {};
+  std::int64_t src_layout[kMaxAxes] = {};  // placement codes (layout.hpp), one per mesh axis
+  std::int64_t dst_layout[kMaxAxes] = {};
   std::int64_t root = -1;
   std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
   std::uint64_t comm_size = 0;
@@ -182,14 +197,33 @@ Signature make_signature(Op op, std::span<const std::size_t> e, long src_layout,
   s.op = static_cast<std::uint32_t>(op);
   set_type<T>(s);
   set_extents(s, e);
-  s.src_layout = src_layout;
-  s.dst_layout = dst_layout;
+  s.src_layout[0] = src_layout;
+  s.dst_layout[0] = dst_layout;
   set_site(s, loc);
   return s;
 }
 
 inline std::string layout_text(std::int64_t code) {
-  return code < 0 ? std::string("Replicated") : "Sharded<" + std::to_string(code) + ">";
+  if (code >= 0) return "Sharded<" + std::to_string(code) + ">";
+  if (code == kPartialSum) return "Partial<Sum>";
+  if (code == kPartialMax) return "Partial<Max>";
+  if (code == kPartialMin) return "Partial<Min>";
+  return "Replicated";
+}
+
+/// A placement as text: one layout, or Axes<...> on a mesh of `axes` axes.
+inline std::string layout_text(const std::int64_t* codes, std::uint32_t axes) {
+  if (axes == 0) return layout_text(codes[0]);
+  std::string t = "Axes<";
+  for (std::uint32_t a = 0; a < axes && a < kMaxAxes; ++a) t += (a ? ", " : "") + layout_text(codes[a]);
+  return t + ">";
+}
+
+inline std::string shape_text(const Signature& s) {
+  std::string t = "[";
+  for (std::uint32_t a = 0; a < s.mesh_axes && a < kMaxAxes; ++a)
+    t += (a ? ", " : "") + std::to_string(s.mesh_shape[a]);
+  return t + "]";
 }
 
 inline std::string extents_text(const Signature& s) {
@@ -228,6 +262,7 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   if (differs([](const Signature& s) { return s.op; }))
     return "the ranks called different operations: " +
            list([](const Signature& s) { return std::string(op_name(s.op)); });
+  if (differs([](const Signature& s) { return shape_text(s); })) return "mesh shapes disagree: " + list(shape_text);
   if (differs([](const Signature& s) { return s.tensor_rank; }))
     return "tensor ranks disagree: " + list([](const Signature& s) { return std::to_string(s.tensor_rank); });
   if (differs([](const Signature& s) { return s.type_hash ^ s.elem_bytes; }))
@@ -236,10 +271,11 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
            });
   if (differs([](const Signature& s) { return extents_text(s); }))
     return "global extents disagree: " + list(extents_text);
-  if (differs([](const Signature& s) { return s.src_layout; }))
-    return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout); });
-  if (differs([](const Signature& s) { return s.dst_layout; }))
-    return "target layouts disagree: " + list([](const Signature& s) { return layout_text(s.dst_layout); });
+  if (differs([](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); }))
+    return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); });
+  if (differs([](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); }))
+    return "target layouts disagree: " +
+           list([](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); });
   if (differs([](const Signature& s) { return s.root; }))
     return "root ranks disagree: " + list([](const Signature& s) { return std::to_string(s.root); });
   if (differs([](const Signature& s) { return s.arg; }))
@@ -288,6 +324,7 @@ void agree(Comm& comm, Signature mine, const std::string& local_error) {
       const std::vector<int> missing = comm.control_all_gather_until(&mine, all.data(), sizeof(Signature),
                                                                      std::chrono::steady_clock::now() + deadline);
       if (!missing.empty()) {
+        comm.resources().poison();  // whatever the backend did: its messages may still be in flight
         std::string who;
         for (std::size_t k = 0; k < missing.size() && k < 16; ++k) who += (k ? ", " : "") + std::to_string(missing[k]);
         if (missing.size() > 16) who += ", ...";
