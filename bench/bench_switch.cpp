@@ -234,8 +234,8 @@ void add_mesh_switch(const std::vector<std::size_t>& g, const std::array<int, K>
   const auto ext = to_array<3>(g);
   std::string sh;
   for (std::size_t a = 0; a < K; ++a) sh += (a ? "x" : "") + std::to_string(shape[a]);
-  const std::string group = "mesh_switch/" + shape_text(g) + "/" + sh + "-axis" + std::to_string(A) + "/np" +
-                            std::to_string(comm().size());
+  const std::string group =
+      "mesh_switch/" + shape_text(g) + "/" + sh + "-axis" + std::to_string(A) + "/np" + std::to_string(comm().size());
   using X = dsp::DistTensor<float, 3, From, M>;
   using Y = dsp::DistTensor<float, 3, To, M>;
   using PX = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
@@ -311,8 +311,10 @@ void print_ratios(int rank) {
         "case", "method", "median_us", "GB/s", "ratio", "rounds");
   for (const std::string& group : order()) {
     const bool gather = group.rfind("gather", 0) == 0;
-    const std::string ref =
-        group + "/" + (references().count(group) ? references()[group] : gather ? "MPI_Allgather" : "MPI_Alltoall");
+    const std::string ref = group + "/" +
+                            (references().count(group) ? references()[group]
+                             : gather                  ? "MPI_Allgather"
+                                                       : "MPI_Alltoall");
     if (!results().count(ref)) continue;  // not selected by --benchmark_filter
     std::vector<std::string> names;
     std::vector<std::function<void()>> steps;

@@ -185,6 +185,21 @@ constexpr RedistributeCost<> plan_cost_on(const MeshPlan<K>& plan, const std::ar
   return c;
 }
 
+/// The largest f(coords) over every rank of a mesh of `shape` (row-major).
+template <std::size_t K, class F>
+constexpr std::size_t max_over_mesh(const std::array<int, K>& shape, F&& f) {
+  std::size_t ranks = 1, best = 0;
+  for (int x : shape) ranks *= std::size_t(x);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    std::array<int, K> q{};
+    std::size_t rest = r;
+    for (std::size_t a = K; a-- > 0;) q[a] = int(rest % std::size_t(shape[a])), rest /= std::size_t(shape[a]);
+    const std::size_t v = f(q);
+    if (v > best) best = v;
+  }
+  return best;
+}
+
 /// Throws InvalidArgument (and so is no constant expression) unless every
 /// extent of `shape` is at least 1 and every coordinate lies in it.
 template <std::size_t K>
@@ -207,15 +222,9 @@ constexpr RedistributeCost<> redistribute_cost(const detail::MeshPlan<K>& plan, 
                                                const std::array<int, K>& shape, const std::array<int, K>& coords) {
   detail::check_mesh_args(shape, coords);
   RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords);
-  std::size_t ranks = 1;
-  for (int x : shape) ranks *= std::size_t(x);
-  for (std::size_t r = 0; r < ranks; ++r) {
-    std::array<int, K> q{};
-    std::size_t rest = r;
-    for (std::size_t a = K; a-- > 0;) q[a] = int(rest % std::size_t(shape[a])), rest /= std::size_t(shape[a]);
-    const std::size_t b = detail::plan_cost_on(plan, from, e, elem_bytes, shape, q).bytes;
-    if (b > c.max_bytes) c.max_bytes = b;
-  }
+  c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
+    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q).bytes;
+  });
   return c;
 }
 
