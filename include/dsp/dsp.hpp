@@ -15,6 +15,7 @@
 //   backends    dsp/comm/          the Communicator concept and capabilities, MPI, NCCL, Self, staged, counting
 #pragma once
 
+#include <dsp/async.hpp>
 #include <dsp/comm/concepts.hpp>
 #include <dsp/comm/counting.hpp>
 #include <dsp/comm/self.hpp>

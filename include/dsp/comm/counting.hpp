@@ -15,6 +15,20 @@
 
 namespace dsp {
 
+namespace detail {
+/// C::Pending when C has one, else a placeholder (the members using it are
+/// constrained away).
+template <class C>
+struct pending_of {
+  struct type {};
+};
+template <class C>
+requires requires { typename C::Pending; }
+struct pending_of<C> {
+  using type = typename C::Pending;
+};
+}  // namespace detail
+
 /// What one rank did through a CountingCommunicator.
 ///
 /// `bytes_sent` counts payload bytes this rank hands to the communicator for
@@ -147,6 +161,20 @@ class CountingCommunicator {
     count_exchange(sends, elem);
     inner_.exchange_runs_typed(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
+  /// The split-phase exchange of the wrapped communicator, counted when posted.
+  using Pending = typename detail::pending_of<C>::type;
+  Pending post_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                    std::span<const detail::PeerRuns> recvs, std::size_t elem) requires AsyncPeerExchange<C> {
+    count_exchange(sends, elem);
+    return inner_.post_runs(s, sends, r, recvs, elem);
+  }
+  bool test_runs(Pending& p) requires AsyncPeerExchange<C> { return inner_.test_runs(p); }
+  void wait_runs(Pending& p) requires AsyncPeerExchange<C> { inner_.wait_runs(p); }
+  template <class Arrived>
+  void wait_runs(Pending& p, Arrived&& arrived) requires AsyncPeerExchange<C> {
+    inner_.wait_runs(p, std::forward<Arrived>(arrived));
+  }
+
   /// A communicator of the same kind over a subgroup, counting into its own counts.
   CountingCommunicator split(int color, int key) const requires Splittable<C> {
     return CountingCommunicator(inner_.split(color, key));

@@ -67,7 +67,9 @@ enum class Op : std::uint32_t {
   distribute,
   make_groups,
   make_mesh,
-  redistribute
+  redistribute,
+  start_switch,
+  start_gather,
 };
 
 inline const char* op_name(std::uint32_t op) {
@@ -80,6 +82,8 @@ inline const char* op_name(std::uint32_t op) {
     case Op::make_groups: return "dsp::make_parallel_groups";
     case Op::make_mesh: return "dsp::Mesh construction";
     case Op::redistribute: return "dsp::redistribute";
+    case Op::start_switch: return "dsp::start_switch";
+    case Op::start_gather: return "dsp::start_gather";
   }
   return "an unknown operation";
 }
@@ -123,6 +127,7 @@ enum class Status : std::uint32_t {
   bad_setting,
   bad_argument,
   backend,
+  failed_in_flight,
 };
 
 inline const char* status_text(std::uint32_t s) {
@@ -134,6 +139,7 @@ inline const char* status_text(std::uint32_t s) {
     case Status::bad_setting: return "a dsp setting from its environment is invalid";
     case Status::bad_argument: return "an argument is invalid there";
     case Status::backend: return "its communication backend failed";
+    case Status::failed_in_flight: return "it failed while the operation was in flight";
   }
   return "an unknown failure";
 }
@@ -141,6 +147,7 @@ inline const char* status_text(std::uint32_t s) {
 /// The exception a rank throws for its own failure.
 [[noreturn]] inline void throw_local(std::uint32_t status, const std::string& what) {
   if (static_cast<Status>(status) == Status::alloc_failed) throw ResourceError(what);
+  if (static_cast<Status>(status) == Status::failed_in_flight) throw Error(what);
   throw InvalidArgument(what);
 }
 
