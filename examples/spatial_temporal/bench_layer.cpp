@@ -53,8 +53,7 @@ CommOnly make_comm_only(st::Context& ctx, const st::Config& c) {
   auto x = std::make_shared<S1>(ctx.comm, g4);
   auto z = std::make_shared<st::Act<dsp::Sharded<2>>>(ctx.comm, g4);
   auto full = std::make_shared<st::Act<dsp::Replicated>>(ctx.comm, g4);
-  auto part = std::make_shared<std::vector<float>>(c.tokens() * c.C);
-  auto mine = std::make_shared<std::vector<float>>(x->local_size());
+  auto part = std::make_shared<st::Act<dsp::Partial<>>>(ctx.comm, g4);
   const std::size_t maxblk = c.B * pt.count(0) * c.S * c.C;
   auto kv = std::make_shared<std::vector<float>>(2 * maxblk), next = std::make_shared<std::vector<float>>(2 * maxblk);
   CommOnly r;
@@ -69,10 +68,10 @@ CommOnly make_comm_only(st::Context& ctx, const st::Config& c) {
       for (int k = 0; k < 3; ++k) dsp::dynamic_switch<3>(*q, *qh);
       dsp::dynamic_switch<1>(*qh, *q);
     };
-    r.megatron = [&ctx, c, x, full, part, mine] {
+    r.megatron = [x, full, part] {
       for (int k = 0; k < 4; ++k) {
         dsp::gather(*x, *full);
-        st::reduce_scatter_T(ctx, c, part->data(), mine->data());
+        dsp::redistribute<dsp::Sharded<1>>(*part, *x);  // reduce-scatter over T
       }
     };
   }

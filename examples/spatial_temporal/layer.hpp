@@ -12,7 +12,9 @@
 //                   sharding and the output comes back (4 all-to-alls)
 //   megatron_layer  T sharded with tensor-parallel attention and MLP weights:
 //                   all-gather before and reduce-scatter after attention and
-//                   after the MLP, in both blocks (8 collectives)
+//                   after the MLP, in both blocks (8 collectives, all dsp:
+//                   gather, and redistribute of a Partial<Sum> tensor to
+//                   Sharded<1>)
 //   ring_layer      T sharded; in the temporal block k and v travel around
 //                   the ring (N - 1 steps), with online softmax
 //
@@ -23,8 +25,9 @@
 // every rank builds the same ones.
 //
 // Traffic counts bytes each rank sends to OTHER ranks: collectives made by
-// dsp go through a dsp::CountingCommunicator; the reduce-scatter and the ring
-// exchange (not dsp primitives) are counted here the same way.
+// dsp go through a dsp::CountingCommunicator. Only the ring exchange
+// (MPI_Sendrecv between neighbours, which is not a dsp primitive) is made and
+// counted by hand here, with the same rule.
 #pragma once
 
 #include <dsp/mpi.hpp>
@@ -109,7 +112,7 @@ struct Traffic {
 };
 
 /// What a strategy needs: the counting communicator (for dsp) and the raw MPI
-/// communicator with a counter (for the operations dsp does not provide).
+/// communicator with a counter (for the ring exchange, which dsp does not provide).
 struct Context {
   Counting comm;
   MPI_Comm raw;
@@ -387,36 +390,14 @@ inline Act<dsp::Sharded<1>> ulysses_layer(Context& ctx, const Act<dsp::Sharded<1
   return y;
 }
 
-/// Sum of `full` ([B, T, S, C] partial sums on every rank) reduce-scattered
-/// over T: rank p receives the sum of its block of T. Counted: each rank sends
-/// every other rank that rank's block of its partial sums.
-inline void reduce_scatter_T(Context& ctx, const Config& c, const float* full, float* mine) {
-  const int n = ctx.size(), p = ctx.rank();
-  const dsp::Partition pt{c.T, std::size_t(n)};
-  const std::size_t row = c.S * c.C;  // elements per (b, t)
-  std::vector<float> packed(c.B * c.T * row);
-  std::vector<int> counts(n);
-  std::size_t at = 0;
-  for (int q = 0; q < n; ++q) {
-    const std::size_t t0 = pt.offset(q), tc = pt.count(q);
-    for (std::size_t b = 0; b < c.B; ++b)
-      std::copy_n(full + (b * c.T + t0) * row, tc * row, packed.data() + at + b * tc * row);
-    counts[q] = int(c.B * tc * row);
-    at += c.B * tc * row;
-  }
-  if (n == 1) {
-    std::copy(packed.begin(), packed.end(), mine);
-    return;
-  }
-  DSP_CHECK_MPI(MPI_Reduce_scatter(packed.data(), mine, counts.data(), MPI_FLOAT, MPI_SUM, ctx.raw));
-  ctx.manual.ops += 1;
-  ctx.manual.bytes += (packed.size() - std::size_t(counts[p])) * sizeof(float);
-}
-
 /// Megatron-SP: sequence-sharded (T) layer norms and residuals; per block,
 /// all-gather over T before attention, attention with this rank's heads,
 /// reduce-scatter over T; all-gather before the MLP with this rank's hidden
-/// columns, reduce-scatter after.
+/// columns, reduce-scatter after. Every collective is dsp's: the all-gathers
+/// are dsp::gather (Sharded<1> -> Replicated); the partial sums (this rank's
+/// heads or hidden columns) are written into a Partial<Sum> tensor, and
+/// dsp::redistribute<Sharded<1>> reduce-scatters them over T (one
+/// reduce-scatter, exact for uneven blocks of T).
 inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c,
                                            const Weights& w) {
   require_heads(c, ctx.size(), "megatron_layer");
@@ -429,7 +410,9 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
   float* xp = y.local().data();
   Act<dsp::Sharded<1>> hs{ctx.comm, {c.B, c.T, c.S, c.C}};
   Act<dsp::Replicated> hf{ctx.comm, {c.B, c.T, c.S, c.C}};
-  std::vector<float> q(N * Hl * d), k(q.size()), v(q.size()), o(q.size()), part(N * C), r(nt * C);
+  Act<dsp::Partial<>> part{ctx.comm, {c.B, c.T, c.S, c.C}};  // this rank's term of a sum over ranks
+  Act<dsp::Sharded<1>> r{ctx.comm, {c.B, c.T, c.S, c.C}};    // the sum, this rank's block of T
+  std::vector<float> q(N * Hl * d), k(q.size()), v(q.size()), o(q.size());
   for (int blk = 0; blk < 2; ++blk) {
     const BlockWeights& bw = blk == 0 ? w.spatial : w.temporal;
     layer_norm(xp, hs.local().data(), nt, C, bw.ln1_g, bw.ln1_b);
@@ -440,18 +423,18 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
     const Grid g{c.B, c.T, c.S, std::size_t(blk == 0 ? 2 : 1)};
     attend(q.data(), k.data(), v.data(), Hl * d, Hl, d, g, g, st);
     finish(st, N, Hl, d, o.data());
-    linear(o.data(), N, Hl * d, bw.wo.data() + h0 * d * C, C, 0, C, nullptr, part.data());
+    linear(o.data(), N, Hl * d, bw.wo.data() + h0 * d * C, C, 0, C, nullptr, part.local().data());
     Exec().fence();
-    ctx.timed([&] { reduce_scatter_T(ctx, c, part.data(), r.data()); });
-    add(xp, r.data(), nt * C);
+    ctx.timed([&] { dsp::redistribute<dsp::Sharded<1>>(part, r); });  // reduce-scatter over T
+    add(xp, r.local().data(), nt * C);
     add_bias(xp, nt, C, bw.bo);
     layer_norm(xp, hs.local().data(), nt, C, bw.ln2_g, bw.ln2_b);
     Exec().fence();
     ctx.timed([&] { dsp::gather(hs, hf); });
-    mlp_partial(hf.local().data(), N, c, bw, f0, f1, part.data());
+    mlp_partial(hf.local().data(), N, c, bw, f0, f1, part.local().data());
     Exec().fence();
-    ctx.timed([&] { reduce_scatter_T(ctx, c, part.data(), r.data()); });
-    add(xp, r.data(), nt * C);
+    ctx.timed([&] { dsp::redistribute<dsp::Sharded<1>>(part, r); });
+    add(xp, r.local().data(), nt * C);
     add_bias(xp, nt, C, bw.b2);
   }
   return y;
@@ -488,6 +471,8 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
       const int from = (p - s - 1 + 2 * n) % n;
       const std::size_t nblk = c.B * pt.count(from) * c.S * C;
       // The received block is laid out as k then v, each nblk long.
+      // Not a dsp primitive (a neighbour exchange, not a redistribution): plain
+      // MPI on the raw communicator, counted by hand.
       ctx.timed([&] {
         DSP_CHECK_MPI(MPI_Sendrecv(kv.data(), int(2 * blk), MPI_FLOAT, (p + 1) % n, 7, next.data(), int(2 * nblk),
                                    MPI_FLOAT, (p - 1 + n) % n, 7, ctx.raw, MPI_STATUS_IGNORE));
@@ -504,8 +489,10 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
 
 // ----------------------------------------------------- predicted traffic ----
 
-/// Bytes rank p of n sends per layer, by strategy, from the dsp cost model
-/// (dsp collectives) and partition arithmetic (reduce-scatter, ring).
+/// Bytes rank p of n sends per layer, by strategy: from the dsp cost model for
+/// every dsp collective (pipelines for DSP and Ulysses; transition_cost for
+/// Megatron-SP's all-gathers and redistribute_plan's cost for its
+/// reduce-scatters), from partition arithmetic for the ring.
 struct Predicted {
   std::size_t dsp, ulysses, megatron, ring;
 };
@@ -518,13 +505,15 @@ inline Predicted predicted_bytes(const Config& c, std::size_t n, std::size_t p) 
   constexpr auto dsp_pipe = stp::switch_to<2> | stp::switch_to<1>;
   constexpr auto to_heads = stp::switch_to<3>;
   constexpr auto from_heads = stp::switch_to<1>;
-  constexpr auto gather = stp::gather;
+  using ReduceScatterT = dsp::redistribute_plan<dsp::Partial<>, dsp::Sharded<1>, 4>;
+  static_assert(ReduceScatterT::size() == 1 && ReduceScatterT::collectives() == 1, "one reduce-scatter");
   Predicted r{};
   r.dsp = dsp_pipe.cost<dsp::Sharded<1>>(g4, e, n, p).bytes;
   r.ulysses =
       3 * to_heads.cost<dsp::Sharded<1>>(g5, e, n, p).bytes + from_heads.cost<dsp::Sharded<3>>(g5, e, n, p).bytes;
-  const std::size_t rs = (c.B * c.T * c.S * c.C - c.B * pt.count(p) * c.S * c.C) * e;  // all but my block
-  r.megatron = 4 * gather.cost<dsp::Sharded<1>>(g4, e, n, p).bytes + (n > 1 ? 4 * rs : 0);
+  // Per block: two all-gathers over T and two reduce-scatters over T.
+  r.megatron = 4 * dsp::transition_cost<dsp::Sharded<1>, dsp::Replicated>(g4, e, n, p).bytes +
+               4 * ReduceScatterT::cost(g4, e, n, p).bytes;
   // Ring: at step s rank p forwards the k, v block of rank p - s (s = 0 .. N-2).
   r.ring = n > 1 ? 2 * c.B * c.S * c.C * e * (c.T - pt.count((p + 1) % n)) : 0;
   return r;
