@@ -17,9 +17,13 @@
 //                   Sharded<1>)
 //   ring_layer      T sharded; in the temporal block k and v travel around
 //                   the ring (N - 1 steps), with online softmax
+//   dpsp_layer      data parallel x sequence parallel on a 2-D mesh: one
+//                   tensor Axes<Sharded<0>, Sharded<1>> (B over the DP axis 0,
+//                   T over the SP axis 1); dsp_layer's two switches, on the SP
+//                   axis only (2 all-to-alls on mesh.axis(1), none on axis 0)
 //
 // Every version starts and ends with x Sharded<1> (T split in blocks, as dsp
-// partitions). The communication lands in the block that attends over the
+// partitions; dpsp_layer: Axes<Sharded<0>, Sharded<1>>). The communication lands in the block that attends over the
 // sharded dim (the temporal one); sharding S instead would move it to the
 // spatial block, with the same volume. Weights come from a fixed seed, so
 // every rank builds the same ones.
@@ -111,6 +115,13 @@ struct Traffic {
   std::size_t bytes = 0;  // bytes sent to other ranks
 };
 
+/// Adds the wall time from its construction to its destruction to `total`.
+struct AddTime {
+  double& total;
+  double t0 = MPI_Wtime();
+  ~AddTime() { total += MPI_Wtime() - t0; }
+};
+
 /// What a strategy needs: the counting communicator (for dsp) and the raw MPI
 /// communicator with a counter (for the ring exchange, which dsp does not provide).
 struct Context {
@@ -129,11 +140,7 @@ struct Context {
   /// Runs f() and adds its wall time to comm_seconds.
   template <class F>
   decltype(auto) timed(F&& f) {
-    struct Add {
-      double& total;
-      double t0 = MPI_Wtime();
-      ~Add() { total += MPI_Wtime() - t0; }
-    } add{comm_seconds};
+    const AddTime add{comm_seconds};
     return f();
   }
   Traffic traffic() const {
@@ -487,6 +494,62 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
   return y;
 }
 
+// ----------------------------------------- data x sequence parallel mesh ----
+
+/// A 2-D mesh of the ranks: axis 0 data parallel (DP: B split), axis 1
+/// sequence parallel (SP: T split for the spatial block, S for the temporal
+/// one). Row-major: the SP ranks of one DP group are consecutive.
+using Mesh2 = dsp::Mesh<2, Counting>;
+template <class L>
+using MeshAct = dsp::DistTensor<float, 4, L, Mesh2>;        // [B, T, S, C] on the mesh
+using DpSpT = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>;  // B over DP, T over SP
+using DpSpS = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<2>>;  // B over DP, S over SP
+
+/// What the mesh layer needs: the mesh (whose axis communicators count their
+/// own collectives and bytes) and the time spent communicating.
+struct MeshContext {
+  Mesh2 mesh;
+  double comm_seconds = 0;
+  /// Collective over `world`: splits it into the axis communicators.
+  MeshContext(const Counting& world, const std::array<int, 2>& shape) : mesh(world, shape) {}
+  /// What axis a's communicator counted (a = 0: DP, 1: SP).
+  const dsp::CommCounts& counts(std::size_t a) const { return mesh.axis(a).counts(); }
+  /// What the world communicator counted: only the agreement checks' control
+  /// messages, as every data collective runs on an axis.
+  const dsp::CommCounts& world_counts() const { return mesh.world().counts(); }
+  void reset() {
+    for (std::size_t a = 0; a < 2; ++a) {
+      Counting c = mesh.axis(a);  // a copy shares the counts
+      c.reset();
+    }
+    Counting w = mesh.world();
+    w.reset();
+    comm_seconds = 0;
+  }
+  template <class F>
+  decltype(auto) timed(F&& f) {
+    const AddTime add{comm_seconds};
+    return f();
+  }
+};
+
+/// DSP with data parallelism, as one tensor on a DP x SP mesh: the spatial
+/// block on the local block [B/DP, T/SP, S, C]; one switch on the SP axis
+/// (Axes<Sharded<0>, Sharded<1>> -> Axes<Sharded<0>, Sharded<2>>: one
+/// all-to-all among the SP ranks of each DP group, nothing on the DP axis);
+/// the temporal block on [B/DP, T, S/SP, C]; the switch back. Weights are
+/// replicated (the same seed on every rank). Returns the new activation.
+inline MeshAct<DpSpT> dpsp_layer(MeshContext& ctx, const MeshAct<DpSpT>& x, const Config& c, const Weights& w) {
+  auto y = dsp::redistribute<DpSpT>(x);  // a copy (no communication): x stays unchanged
+  const auto ey = y.local_extents();     // {B/DP, T/SP, S, C}
+  local_block(y.local().data(), Grid{ey[0], ey[1], ey[2], 2}, c, w.spatial);
+  auto z = ctx.timed([&] { return dsp::redistribute_axis<1, dsp::Sharded<2>>(y); });  // all-to-all on axis 1
+  const auto ez = z.local_extents();                                                  // {B/DP, T, S/SP, C}
+  local_block(z.local().data(), Grid{ez[0], ez[1], ez[2], 1}, c, w.temporal);
+  ctx.timed([&] { dsp::redistribute<DpSpT>(z, y); });  // back: the one-step plan, axis 1 again
+  return y;
+}
+
 // ----------------------------------------------------- predicted traffic ----
 
 /// Bytes rank p of n sends per layer, by strategy: from the dsp cost model for
@@ -516,6 +579,33 @@ inline Predicted predicted_bytes(const Config& c, std::size_t n, std::size_t p) 
                4 * ReduceScatterT::cost(g4, e, n, p).bytes;
   // Ring: at step s rank p forwards the k, v block of rank p - s (s = 0 .. N-2).
   r.ring = n > 1 ? 2 * c.B * c.S * c.C * e * (c.T - pt.count((p + 1) % n)) : 0;
+  return r;
+}
+
+/// Bytes the rank at `coords` of a DP x SP mesh of `shape` sends per layer
+/// with dpsp_layer, per mesh axis, and collectives, from redistribute_plan's
+/// exact cost on the mesh; max_bytes: the largest total over the mesh's ranks.
+struct PredictedMesh {
+  std::array<std::size_t, 2> bytes{};  // [DP axis, SP axis]
+  std::size_t collectives = 0, max_bytes = 0;
+};
+inline PredictedMesh predicted_mesh_bytes(const Config& c, const std::array<int, 2>& shape,
+                                          const std::array<int, 2>& coords) {
+  using To = dsp::redistribute_plan<DpSpT, DpSpS, 4>;
+  using Back = dsp::redistribute_plan<DpSpS, DpSpT, 4>;
+  static_assert(To::size() == 1 && To::step(0).axis == 1 && Back::size() == 1 && Back::step(0).axis == 1,
+                "each switch is one step on the SP axis");
+  const std::array<std::size_t, 4> g4{c.B, c.T, c.S, c.C};
+  const auto to = To::cost(g4, sizeof(float), shape, coords), back = Back::cost(g4, sizeof(float), shape, coords);
+  PredictedMesh r;
+  for (const auto& rc : {to, back}) {
+    for (std::size_t k = 0; k < rc.size; ++k) r.bytes[std::size_t(rc.steps[k].step.axis)] += rc.steps[k].bytes;
+    r.collectives += rc.collectives;
+  }
+  // The largest total over ranks: the same pipeline priced on the mesh.
+  namespace stp = dsp::steps;
+  constexpr auto pipe = stp::to<DpSpS> | stp::to<DpSpT>;
+  r.max_bytes = pipe.cost<DpSpT>(g4, sizeof(float), shape, coords).max_bytes;
   return r;
 }
 
