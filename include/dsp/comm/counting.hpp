@@ -38,11 +38,12 @@ struct pending_of<C> {
 /// all-gather delivers it to each. A broadcast counts count * (N - 1) on the
 /// root and 0 elsewhere. A point-to-point run exchange (the pairwise and
 /// datatypes switch algorithms, the peer gather) counts as one collective in
-/// `exchange`, with the bytes of every message it sends. Agreement-check A reduce-scatter
+/// `exchange`, with the bytes of every message it sends. A reduce-scatter
 /// counts what this rank contributes to the other ranks' blocks; an
 /// all-reduce counts as a reduce-scatter of the count split by the 1-D rule
 /// followed by an all-gather of the pieces (what a ring algorithm sends).
-/// traffic (control_all_gather) is kept apart in `control` and `control_bytes`.
+/// Agreement-check traffic (control_all_gather) is kept apart in `control`
+/// and `control_bytes`.
 struct CommCounts {
   std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
   std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
@@ -54,7 +55,8 @@ struct CommCounts {
   std::size_t bytes_sent = 0;      ///< payload bytes sent to other ranks
   std::size_t control_bytes = 0;   ///< control bytes sent to other ranks
 
-  /// Data collectives: all-to-all + all-gather + broadcast + run exchanges.
+  /// Data collectives: all-to-all, all-gather, broadcast, run exchanges,
+  /// all-reduce and reduce-scatter.
   constexpr std::size_t collectives() const noexcept {
     return all_to_all + all_gather + broadcast + exchange + all_reduce + reduce_scatter;
   }
