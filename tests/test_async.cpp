@@ -131,8 +131,9 @@ TEST_CASE("a rank that fails in flight makes every rank raise at wait") {
       if (world().rank() == 1) throw std::runtime_error("the attention kernel failed");
     });
   } catch (const dsp::MismatchError& e) {
-    mismatch = std::string(e.what()).find("rank 1 could not take part because it failed while the operation was in "
-                                          "flight") != std::string::npos;
+    mismatch = std::string(e.what()).find(
+                   "rank 1 could not take part because it failed while the operation was in "
+                   "flight") != std::string::npos;
   } catch (const dsp::Error& e) {
     failed = std::string(e.what()).find("the attention kernel failed") != std::string::npos;
   }
@@ -174,8 +175,8 @@ TEST_CASE("split-phase operations through a counting communicator count what the
     dsp::DistTensor<std::int32_t, 3, dsp::Sharded<2>, Counted> y{cc, g};
     cc.reset();
     dsp::start_switch<2>(x, y).wait();
-    const auto model = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<2>>(g, 4, std::size_t(cc.size()),
-                                                                               std::size_t(cc.rank()));
+    const auto model =
+        dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<2>>(g, 4, std::size_t(cc.size()), std::size_t(cc.rank()));
     CHECK(cc.counts().bytes_sent == model.bytes);
     CHECK(count_wrong(y) == 0);
   }

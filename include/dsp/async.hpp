@@ -40,8 +40,9 @@ template <class X>
 constexpr bool split_phase_ok() {
   if constexpr (is_dist_tensor_v<X>) {
     constexpr bool plain = !is_mesh_v<typename tensor_t<X>::communicator_type>;
-    static_assert(plain, "dsp::start_switch / start_gather / switch_each / gather_each: split-phase operations work on "
-                         "tensors of a plain communicator (not a dsp::Mesh).");
+    static_assert(plain,
+                  "dsp::start_switch / start_gather / switch_each / gather_each: split-phase operations work on "
+                  "tensors of a plain communicator (not a dsp::Mesh).");
     return plain;
   }
   return true;  // the primitive's own check reports a non-tensor
@@ -169,10 +170,10 @@ template <std::size_t D, class X, class Y>
     detail::Signature sig = detail::signature_of(detail::Op::start_switch, x, long(D), loc);
     std::string err = detail::check_output("dsp::start_switch", x, y);
     if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
-    auto op = detail::start_switch<M>(
-        x.communicator(), sig, std::move(err),
-        detail::SwitchArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type), x.global_extents(),
-                           Xt::layout_type::dim, D});
+    auto op =
+        detail::start_switch<M>(x.communicator(), sig, std::move(err),
+                                detail::SwitchArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type),
+                                                   x.global_extents(), Xt::layout_type::dim, D});
     return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op));
   } else {
     return detail::Invalid{};
@@ -189,10 +190,10 @@ template <class X, class Y>
     detail::Signature sig = detail::signature_of(detail::Op::start_gather, x, -1, loc);
     std::string err = detail::check_output("dsp::start_gather", x, y);
     if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
-    auto op = detail::start_gather<M>(x.communicator(), sig, std::move(err),
-                                      detail::GatherArgs{x.local().data(), y.local().data(),
-                                                         sizeof(typename Xt::value_type), x.global_extents(),
-                                                         Xt::layout_type::dim});
+    auto op =
+        detail::start_gather<M>(x.communicator(), sig, std::move(err),
+                                detail::GatherArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type),
+                                                   x.global_extents(), Xt::layout_type::dim});
     return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op));
   } else {
     return detail::Invalid{};

@@ -7,6 +7,7 @@
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
 #include <dsp/plan/redistribute.hpp>
+#include <dsp/wire.hpp>
 
 #include <array>
 #include <cstddef>
@@ -100,6 +101,36 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
     const std::size_t b = detail::bytes_sent<From, To>(e, elem_bytes, n, q);
     if (b > c.max_bytes) c.max_bytes = b;
   }
+  return c;
+}
+
+/// The cost of a switch From -> To whose elements travel as `wire`
+/// (wire.hpp): per peer, the bytes of its section in the wire type, padding
+/// and fp8 scales included, exactly what a CountingCommunicator records.
+/// Wire::exact is transition_cost above. A batch costs the sum of its
+/// tensors' costs. Throws InvalidArgument for a low-precision wire on a
+/// transition other than a switch (dsp has none).
+template <Layout From, Layout To, std::size_t R>
+constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                         std::size_t rank, Wire wire) {
+  TransitionCost c = transition_cost<From, To>(e, elem_bytes, n, rank);
+  if (wire == Wire::exact || c.primitive == Primitive::identity) return c;
+  if (c.primitive != Primitive::dynamic_switch)
+    throw InvalidArgument("dsp cost model: a low-precision wire applies to dynamic_switch only");
+  constexpr std::size_t i = From::dim, j = To::dim;
+  auto sent = [&](std::size_t p) {
+    const Partition pi{e[i], n}, pj{e[j], n};
+    const std::size_t row = detail::checked_mul(detail::product_except(e, i, j), pi.count(p));
+    std::size_t b = 0;
+    for (std::size_t q = 0; q < n; ++q)
+      if (q != p)
+        b = detail::checked_add(b, wire_section_bytes(wire, detail::checked_mul(row, pj.count(q)), elem_bytes));
+    return b;
+  };
+  c.bytes = sent(rank);
+  c.max_bytes = 0;
+  for (std::size_t q = 0; q < n; ++q)
+    if (sent(q) > c.max_bytes) c.max_bytes = sent(q);
   return c;
 }
 

@@ -17,6 +17,7 @@
 #include <dsp/layout.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/settings.hpp>
+#include <dsp/wire.hpp>
 
 #include <array>
 #include <chrono>
@@ -70,6 +71,7 @@ enum class Op : std::uint32_t {
   redistribute,
   start_switch,
   start_gather,
+  batch_switch,
 };
 
 inline const char* op_name(std::uint32_t op) {
@@ -84,6 +86,7 @@ inline const char* op_name(std::uint32_t op) {
     case Op::redistribute: return "dsp::redistribute";
     case Op::start_switch: return "dsp::start_switch";
     case Op::start_gather: return "dsp::start_gather";
+    case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
   }
   return "an unknown operation";
 }
@@ -167,6 +170,7 @@ struct Signature {
   std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
   std::uint64_t comm_size = 0;
   std::uint32_t algorithm = 0;  // the Path a rank resolved (0: none or not chosen)
+  std::uint32_t wire = 0;       // dsp::Wire of a switch (0: exact)
   std::uint32_t site_line = 0;
   std::uint64_t site_hash = 0;  // 0: call-site checks off
   char type[48] = {};
@@ -179,6 +183,18 @@ void set_type(Signature& s) {
   s.type_hash = fnv1a(n) ^ sizeof(T);
   s.elem_bytes = sizeof(T);
   std::memcpy(s.type, n.data(), n.size() < sizeof s.type - 1 ? n.size() : sizeof s.type - 1);
+}
+
+/// The element types of a batch, in order: their names joined by commas,
+/// one hash over all, elem_bytes the sum (the bytes of one element of each).
+template <class... T>
+void set_types(Signature& s) {
+  std::string names;
+  std::uint64_t h = fnv1a("batch");
+  ((names += (names.empty() ? "" : ","), names += type_name<T>(), h = fnv1a(type_name<T>(), h) ^ sizeof(T)), ...);
+  s.type_hash = h;
+  s.elem_bytes = (sizeof(T) + ... + 0);
+  std::memcpy(s.type, names.data(), names.size() < sizeof s.type - 1 ? names.size() : sizeof s.type - 1);
 }
 
 inline void set_extents(Signature& s, std::span<const std::size_t> e) {
@@ -288,6 +304,8 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   if (differs([](const Signature& s) { return s.arg; }))
     return std::string(static_cast<Op>(a.op) == Op::make_groups ? "sequence-parallel sizes" : "arguments") +
            " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
+  if (differs([](const Signature& s) { return s.wire; }))
+    return "wire types disagree: " + list([](const Signature& s) { return std::string(wire_name(Wire(s.wire))); });
   if (differs([](const Signature& s) { return s.algorithm; }))
     return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
            "DSP_SWITCH_ALGORITHM set differently across ranks?): " +

@@ -50,9 +50,7 @@ struct AsyncOp {
   bool posted = false, finished = false;
   std::string error;  // this rank's failure after the agreement, reported at wait
 
-  const PeerPlan& peers() const {
-    return switch_plan ? std::get<PeerPlan>(*switch_plan) : gather_plan;
-  }
+  const PeerPlan& peers() const { return switch_plan ? std::get<PeerPlan>(*switch_plan) : gather_plan; }
 
   /// Progresses the messages; true when all have landed.
   bool test() {
@@ -182,7 +180,8 @@ std::unique_ptr<AsyncOp<M, Comm>> start_gather(Comm comm, Signature sig, std::st
     return op;
   } else {
     Busy busy(comm, op_name(sig.op));
-    op->gather_plan = prepare(comm.rank(), sig, err, [&] { return plan_peer_gather(a.global, a.d, comm.rank(), comm.size()); });
+    op->gather_plan =
+        prepare(comm.rank(), sig, err, [&] { return plan_peer_gather(a.global, a.d, comm.rank(), comm.size()); });
     sig.algorithm = static_cast<std::uint32_t>(Path::peer_gather);
     op->sig = sig;
     agree(comm, sig, err);
