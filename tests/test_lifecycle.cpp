@@ -48,6 +48,15 @@ int main(int argc, char** argv) {
     float storage[4 * 4] = {};
     const auto e = dsp::detail::local_extents<dsp::Sharded<0>>(std::array<std::size_t, 2>{4, 4}, c.rank(), c.size());
     x.emplace(c, dsp::Extents<2>{4, 4}, Unmanaged(storage, e[0], e[1]));  // memory Kokkos does not own
+    // A staged communicator that outlives Kokkos: its host staging buffers are
+    // released at Kokkos::finalize with the other caches (regression: they
+    // were not, and destroying it afterwards aborted inside Kokkos).
+    dsp::StagedCommunicator<dsp::MpiCommunicator, Kokkos::HostSpace> staged{c};
+    {
+      dsp::DistTensor<float, 2, dsp::Sharded<0>, decltype(staged)> s(staged, {4, 4});
+      auto t = dsp::dynamic_switch<1>(s);
+      if (staged.staging_bytes() == 0 && c.size() > 1) ++failures;
+    }
     {
       auto y = dsp::dynamic_switch<1>(*x);  // works inside the scope
       if (y.global_extents() != std::array<std::size_t, 2>{4, 4}) ++failures;

@@ -101,6 +101,6 @@ TEST_CASE("every switch algorithm, gather path and distribute fences before its 
   for (std::size_t k = 0; k < v.size(); ++k) v.data()[k] = value_at<std::int32_t>(k);
   CHECK(count_wrong(dsp::distribute<dsp::Sharded<1>>(c, v, 0)) == 0);
   CHECK(count_wrong(dsp::distribute<dsp::Replicated>(c, v, 0)) == 0);
-  CHECK(c.transfers() >= (n > 1 ? 8u : 3u));
+  CHECK(c.transfers() >= (n > 1 ? 8u : 2u));  // one rank: switches and gathers copy locally
   CHECK(c.unordered() == 0);
 }

@@ -43,3 +43,40 @@ TEST_CASE("partition: large extents do not overflow") {
 
 static_assert(dsp::Partition{10, 4}.count(0) == 3 && dsp::Partition{10, 4}.count(3) == 2);
 static_assert(dsp::Partition{2, 4}.count(2) == 0 && dsp::Partition{2, 4}.offset(3) == 2);
+
+TEST_CASE("the nested partition of meshes, exhaustively for small extents and meshes") {
+  // For every extent up to 9, every mesh of up to 3 axes with up to 4 ranks
+  // per axis, and every assignment of one dim to a subset of the axes: the
+  // blocks of the sharding axes, in axis order (the first axis outermost),
+  // tile [0, E) contiguously, and each split of a parent block follows the 1-D
+  // rule (counts differ by at most one, larger first).
+  for (std::size_t e = 0; e <= 9; ++e)
+    for (int s0 = 1; s0 <= 4; ++s0)
+      for (int s1 = 1; s1 <= 4; ++s1)
+        for (int s2 = 1; s2 <= 3; ++s2)
+          for (int mask = 1; mask < 8; ++mask) {
+            const std::array<int, 3> shape{s0, s1, s2};
+            std::array<long, 3> codes{};
+            for (std::size_t a = 0; a < 3; ++a) codes[a] = (mask >> a) & 1 ? 0 : -1;
+            std::size_t next = 0;  // the next offset, in axis order of the sharding axes' coordinates
+            for (int c0 = 0; c0 < (codes[0] == 0 ? s0 : 1); ++c0)
+              for (int c1 = 0; c1 < (codes[1] == 0 ? s1 : 1); ++c1)
+                for (int c2 = 0; c2 < (codes[2] == 0 ? s2 : 1); ++c2) {
+                  const std::array<int, 3> coords{c0, c1, c2};
+                  const auto b = dsp::detail::nested_box(std::array<std::size_t, 1>{e}, codes, shape, coords);
+                  CHECK(b.offset[0] == next);
+                  next += b.count[0];
+                  // the 1-D rule at the innermost split: this block against its parent's
+                  std::size_t last = 2;
+                  while (codes[last] != 0) --last;
+                  std::array<long, 3> parent_codes = codes;
+                  parent_codes[last] = -1;
+                  const auto parent =
+                      dsp::detail::nested_box(std::array<std::size_t, 1>{e}, parent_codes, shape, coords);
+                  const dsp::Partition p{parent.count[0], std::size_t(shape[last])};
+                  CHECK(b.count[0] == p.count(std::size_t(coords[last])));
+                  CHECK(b.offset[0] == parent.offset[0] + p.offset(std::size_t(coords[last])));
+                }
+            CHECK(next == e);
+          }
+}

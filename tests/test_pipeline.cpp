@@ -170,3 +170,50 @@ TEST_CASE("the cost model refuses byte counts past size_t instead of wrapping") 
   const auto c = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(big, sizeof(float), 2, 0);
   CHECK(c.bytes == (std::size_t(1) << 62));  // 4 bytes * 2^20 (dim 2) * 2^20 (own rows) * 2^20 (the peer's columns)
 }
+
+namespace mesh_pipelines {
+using dsp::Axes;
+using dsp::Partial;
+using dsp::Replicated;
+using dsp::Sharded;
+namespace st = dsp::steps;
+
+// A reduce-scatter on axis 0 of a 2-D mesh, then a switch on axis 1.
+using In = Axes<Partial<>, Sharded<1>>;
+constexpr auto fwd = st::to<Axes<Sharded<0>, Sharded<1>>> | st::to<Axes<Sharded<0>, Sharded<2>>>;
+static_assert(std::is_same_v<decltype(fwd)::output_layout<In>, Axes<Sharded<0>, Sharded<2>>>);
+using RS = dsp::redistribute_plan<In, Axes<Sharded<0>, Sharded<1>>, 3>;
+static_assert(RS::size() == 1 && RS::step(0).kind == dsp::detail::StepKind::reduce_scatter && RS::step(0).axis == 0);
+
+// The adjoint: the gradient moves back, and Partial reads as Replicated, so
+// the adjoint of the reduce-scatter is an all-gather on the same axis.
+constexpr auto back = fwd.adjoint<In>();
+static_assert(std::is_same_v<decltype(back), const dsp::Pipeline<dsp::detail::ToStep<Axes<Sharded<0>, Sharded<1>>>,
+                                                                 dsp::detail::ToStep<Axes<Replicated, Sharded<1>>>>>);
+using AG = dsp::redistribute_plan<Axes<Sharded<0>, Sharded<1>>, Axes<Replicated, Sharded<1>>, 3>;
+static_assert(AG::size() == 1 && AG::step(0).kind == dsp::detail::StepKind::gather && AG::step(0).axis == 0);
+
+// Mesh cost: the steps' exact costs, and the pipeline's is their sum.
+constexpr std::array<std::size_t, 3> e{6, 10, 4};
+constexpr std::array<int, 2> shape{2, 3}, at{1, 2};
+constexpr auto c = fwd.cost<In>(e, 8, shape, at);
+static_assert(c.steps[0].bytes == RS::cost(e, 8, shape, at).bytes);
+static_assert(c.bytes == c.steps[0].bytes + c.steps[1].bytes && c.collectives == 2);
+// rank (1, 2) of 2 x 3 holds dims 1 block [7, 10): the reduce-scatter sends
+// 8 bytes * (6 * 3 * 4 - 3 * 3 * 4) of its 6 x 3 x 4 block
+static_assert(c.steps[0].bytes == 8 * (6 * 3 * 4 - 3 * 3 * 4));
+static_assert(c.max_bytes >= c.bytes);
+
+// On a plain communicator: Partial -> Sharded<1> is one reduce-scatter; the
+// to<> step costs what the plan says.
+constexpr auto rs1 = st::to<Sharded<1>>;
+static_assert(rs1.cost<Partial<>>(e, 4, 4, 0).bytes == 4 * (6 * 10 * 4 - 6 * 3 * 4));
+static_assert(rs1.cost<Partial<>>(e, 4, 4, 0).steps[0].primitive == dsp::Primitive::redistribute);
+// ... and to<Sharded<D>> between Sharded layouts costs what switch_to does
+static_assert(st::to<Sharded<0>>.cost<Sharded<1>>(e, 4, 3, 1).bytes ==
+              st::switch_to<0>.cost<Sharded<1>>(e, 4, 3, 1).bytes);
+}  // namespace mesh_pipelines
+
+TEST_CASE("pipelines of mesh steps: cost and adjoint are checked at compile time") {
+  CHECK(mesh_pipelines::c.collectives == 2);
+}

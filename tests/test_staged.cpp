@@ -66,3 +66,21 @@ TEST_CASE("every switch algorithm and the point-to-point gather through staging"
   fill(x);
   CHECK(count_wrong(dsp::gather(x)) == 0);
 }
+
+TEST_CASE("a staged communicator shares its inner communicator's dsp state") {
+  // Regression: it had its own, so a timeout marked only the inner one
+  // unusable, and concurrent use of the two went unnoticed.
+  Staged c{world()};
+  CHECK(c.id() == world().id());
+  CHECK(&c.resources() == &world().resources());
+  REQUIRE(world().resources().try_acquire());
+  dsp::DistTensor<float, 2, dsp::Sharded<0>, Staged> x{c, {6, 4}};
+  bool busy = false;
+  try {
+    dsp::dynamic_switch<1>(x);
+  } catch (const dsp::UsageError&) {
+    busy = true;
+  }
+  world().resources().release();
+  CHECK(busy);
+}

@@ -6,6 +6,8 @@
 #include <dsp/error.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
+#include <dsp/plan/redistribute.hpp>
+#include <dsp/wire.hpp>
 
 #include <array>
 #include <cstddef>
@@ -99,6 +101,161 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
     const std::size_t b = detail::bytes_sent<From, To>(e, elem_bytes, n, q);
     if (b > c.max_bytes) c.max_bytes = b;
   }
+  return c;
+}
+
+/// The cost of a switch From -> To whose elements travel as `wire`
+/// (wire.hpp): per peer, the bytes of its section in the wire type, padding
+/// and fp8 scales included, exactly what a CountingCommunicator records.
+/// Wire::exact is transition_cost above. A batch costs the sum of its
+/// tensors' costs. Throws InvalidArgument for a low-precision wire on a
+/// transition other than a switch (dsp has none).
+template <Layout From, Layout To, std::size_t R>
+constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                         std::size_t rank, Wire wire) {
+  TransitionCost c = transition_cost<From, To>(e, elem_bytes, n, rank);
+  if (wire == Wire::exact || c.primitive == Primitive::identity) return c;
+  if (c.primitive != Primitive::dynamic_switch)
+    throw InvalidArgument("dsp cost model: a low-precision wire applies to dynamic_switch only");
+  constexpr std::size_t i = From::dim, j = To::dim;
+  auto sent = [&](std::size_t p) {
+    const Partition pi{e[i], n}, pj{e[j], n};
+    const std::size_t row = detail::checked_mul(detail::product_except(e, i, j), pi.count(p));
+    std::size_t b = 0;
+    for (std::size_t q = 0; q < n; ++q)
+      if (q != p)
+        b = detail::checked_add(b, wire_section_bytes(wire, detail::checked_mul(row, pj.count(q)), elem_bytes));
+    return b;
+  };
+  c.bytes = sent(rank);
+  c.max_bytes = 0;
+  for (std::size_t q = 0; q < n; ++q)
+    if (sent(q) > c.max_bytes) c.max_bytes = sent(q);
+  return c;
+}
+
+/// What one step of a redistribution costs on one rank (see RedistributeCost).
+struct StepCost {
+  detail::MeshStep step;
+  std::size_t collectives = 0;  ///< 1 when the step moves data between ranks of its axis, else 0
+  std::size_t bytes = 0;        ///< bytes this rank sends to other ranks
+};
+
+/// The cost of a redistribution plan on one rank of a mesh, exact for uneven
+/// partitions: per step, and in total. `max_bytes` is the largest total over
+/// all ranks of the mesh. Bytes follow the CountingCommunicator's rules
+/// (comm/counting.hpp): a switch sends all but its own chunk, a gather sends
+/// its block to every other rank of the axis, a reduce-scatter all but its own
+/// chunk, an all-reduce a reduce-scatter and an all-gather of the 1-D pieces.
+template <std::size_t S = detail::kMaxSteps>
+struct RedistributeCost {
+  std::array<StepCost, S> steps{};
+  std::size_t size = 0;
+  std::size_t collectives = 0;
+  std::size_t bytes = 0;
+  std::size_t max_bytes = 0;
+};
+
+namespace detail {
+
+/// Bytes and collectives of one step for the rank at `coords`.
+template <std::size_t K, std::size_t R>
+constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>& state,
+                                   const std::array<std::size_t, R>& e, std::size_t eb, const std::array<int, K>& shape,
+                                   const std::array<int, K>& coords) {
+  const std::size_t a = std::size_t(st.axis);
+  const auto g = group_extents(e, state, a, shape, coords);
+  const std::size_t n = std::size_t(shape[a]), p = std::size_t(coords[a]);
+  std::size_t total = 1;
+  for (std::size_t x : g) total = checked_mul(total, x);
+  StepCost c;
+  c.step = st;
+  c.collectives = communicates(st.kind) && n > 1 && total > 0 ? 1 : 0;
+  switch (st.kind) {
+    case StepKind::switch_dims: {
+      const std::size_t i = std::size_t(st.from), j = std::size_t(st.to);
+      const Partition pi{g[i], n}, pj{g[j], n};
+      c.bytes = checked_mul(checked_mul(checked_mul(eb, product_except(g, i, j)), pi.count(p)), g[j] - pj.count(p));
+      break;
+    }
+    case StepKind::gather: {
+      const std::size_t d = std::size_t(st.from);
+      c.bytes = checked_mul(checked_mul(checked_mul(eb, product_except(g, d, d)), Partition{g[d], n}.count(p)), n - 1);
+      break;
+    }
+    case StepKind::all_reduce: {
+      const std::size_t mine = Partition{total, n}.count(p);
+      c.bytes = checked_mul(eb, checked_add(total - mine, checked_mul(mine, n - 1)));
+      break;
+    }
+    case StepKind::reduce_scatter: {
+      const std::size_t j = std::size_t(st.to);
+      c.bytes = checked_mul(eb, total - checked_mul(product_except(g, j, j), Partition{g[j], n}.count(p)));
+      break;
+    }
+    default: break;
+  }
+  if (n <= 1) c.bytes = 0;
+  return c;
+}
+
+/// The cost of `plan` from placement `from` on the rank at `coords`, without max_bytes.
+template <std::size_t K, std::size_t R>
+constexpr RedistributeCost<> plan_cost_on(const MeshPlan<K>& plan, const std::array<long, K>& from,
+                                          const std::array<std::size_t, R>& e, std::size_t eb,
+                                          const std::array<int, K>& shape, const std::array<int, K>& coords) {
+  RedistributeCost<> c;
+  std::array<long, K> state = from;
+  for (std::size_t t = 0; t < plan.size; ++t) {
+    c.steps[t] = step_cost_exact(plan.steps[t], state, e, eb, shape, coords);
+    state[std::size_t(plan.steps[t].axis)] = plan.steps[t].to;
+    c.collectives += c.steps[t].collectives;
+    c.bytes = checked_add(c.bytes, c.steps[t].bytes);
+  }
+  c.size = plan.size;
+  return c;
+}
+
+/// The largest f(coords) over every rank of a mesh of `shape` (row-major).
+template <std::size_t K, class F>
+constexpr std::size_t max_over_mesh(const std::array<int, K>& shape, F&& f) {
+  std::size_t ranks = 1, best = 0;
+  for (int x : shape) ranks *= std::size_t(x);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    std::array<int, K> q{};
+    std::size_t rest = r;
+    for (std::size_t a = K; a-- > 0;) q[a] = int(rest % std::size_t(shape[a])), rest /= std::size_t(shape[a]);
+    const std::size_t v = f(q);
+    if (v > best) best = v;
+  }
+  return best;
+}
+
+/// Throws InvalidArgument (and so is no constant expression) unless every
+/// extent of `shape` is at least 1 and every coordinate lies in it.
+template <std::size_t K>
+constexpr void check_mesh_args(const std::array<int, K>& shape, const std::array<int, K>& coords) {
+  for (std::size_t a = 0; a < K; ++a)
+    if (shape[a] < 1 || coords[a] < 0 || coords[a] >= shape[a])
+      throw InvalidArgument("dsp cost model: need mesh extents >= 1 and 0 <= coords[a] < shape[a]");
+}
+
+}  // namespace detail
+
+/// The exact cost of `plan` (a detail::MeshPlan, as redistribute_plan<...>::plan
+/// holds) for a tensor of global extents `e` with `elem_bytes`-byte elements
+/// entering as placement codes `from`, on the rank at `coords` of a mesh of
+/// `shape`. constexpr: usable in static_assert. max_bytes takes every rank of
+/// the mesh into account (a loop over product(shape) ranks).
+template <std::size_t K, std::size_t R>
+constexpr RedistributeCost<> redistribute_cost(const detail::MeshPlan<K>& plan, const std::array<long, K>& from,
+                                               const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                               const std::array<int, K>& shape, const std::array<int, K>& coords) {
+  detail::check_mesh_args(shape, coords);
+  RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords);
+  c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
+    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q).bytes;
+  });
   return c;
 }
 

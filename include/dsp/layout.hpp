@@ -31,20 +31,68 @@ inline constexpr bool is_replicated_v = std::is_same_v<L, Replicated>;
 template <class L>
 concept Layout = is_sharded_v<L> || is_replicated_v<L>;
 
-/// A layout is valid for a tensor of rank R when it does not name a dim >= R.
+/// Reduction operations a Partial placement can be pending on.
+struct Sum {};
+struct Max {};
+struct Min {};
+
+/// Every rank holds a partial value of the whole tensor; the tensor is the
+/// reduction (Op: Sum, Max or Min) over the ranks of the group or mesh axis.
+/// Partial -> Replicated is an all-reduce, Partial -> Sharded<D> a
+/// reduce-scatter, Replicated -> Partial local (dsp::redistribute).
+template <class Op = Sum>
+struct Partial {
+  using op = Op;
+};
+
+template <class L>
+struct is_partial : std::false_type {};
+template <class Op>
+struct is_partial<Partial<Op>> : std::true_type {};
+template <class L>
+inline constexpr bool is_partial_v = is_partial<L>::value;
+
+/// A placement: what one group of ranks (a communicator, or one mesh axis)
+/// does to a tensor: Replicated, Sharded<D> or Partial<Op>.
+template <class L>
+concept Placement = Layout<L> ||
+    (is_partial_v<L> && (std::is_same_v<typename L::op, Sum> || std::is_same_v<typename L::op, Max> ||
+                         std::is_same_v<typename L::op, Min>));
+
+/// One placement per axis of a process mesh, in axis order: Axes<P0, ..., PK-1>
+/// on a Mesh<K, Comm>. A dim sharded by several axes is split by them in axis
+/// order (see dsp::Mesh).
+template <class... P>
+struct Axes {
+  static constexpr std::size_t size = sizeof...(P);
+};
+
+template <class L>
+struct is_axes : std::false_type {};
+template <class... P>
+struct is_axes<Axes<P...>> : std::true_type {};
+template <class L>
+inline constexpr bool is_axes_v = is_axes<L>::value;
+
+/// A layout (a placement, or Axes of placements) is valid for a tensor of
+/// rank R when it does not name a dim >= R.
 template <class L, std::size_t R>
 constexpr bool layout_fits() {
   if constexpr (is_sharded_v<L>) return L::dim < R;
-  else return is_replicated_v<L>;
+  else if constexpr (is_axes_v<L>)
+    return []<class... P>(Axes<P...>*) { return (layout_fits<P, R>() && ...); }(static_cast<L*>(nullptr));
+  else return is_replicated_v<L> || is_partial_v<L>;
 }
 template <class L, std::size_t R>
 inline constexpr bool layout_fits_v = layout_fits<L, R>();
 
-/// The collective a transition between two layouts needs (paper, Table 2).
-enum class Collective { none, all_to_all, all_gather };
+/// The collective a transition between two layouts needs (paper, Table 2);
+/// `planned` for a redistribution whose plan may use several.
+enum class Collective { none, all_to_all, all_gather, planned };
 
-/// The primitive that moves From -> To, and the collective it costs.
-enum class Primitive { identity, split, dynamic_switch, gather };
+/// The primitive that moves From -> To, and the collective it costs;
+/// `redistribute` for a planned redistribution (dsp::redistribute).
+enum class Primitive { identity, split, dynamic_switch, gather, redistribute };
 
 template <Layout From, Layout To>
 constexpr Primitive primitive_for() {
@@ -63,12 +111,18 @@ constexpr Collective collective_for() {
 }
 
 namespace detail {
-/// Integer code of a layout, exchanged between ranks: -1 Replicated, D for Sharded<D>.
-template <Layout L>
+/// Integer code of a placement, exchanged between ranks and used by the mesh
+/// planner: D for Sharded<D>, -1 Replicated, -2 / -3 / -4 Partial<Sum / Max / Min>.
+inline constexpr long kReplicated = -1, kPartialSum = -2, kPartialMax = -3, kPartialMin = -4;
+template <class L>
 constexpr long layout_code() {
-  if constexpr (is_replicated_v<L>) return -1;
-  else return static_cast<long>(L::dim);
+  if constexpr (is_replicated_v<L>) return kReplicated;
+  else if constexpr (is_sharded_v<L>) return static_cast<long>(L::dim);
+  else if constexpr (std::is_same_v<L, Partial<Max>>) return kPartialMax;
+  else if constexpr (std::is_same_v<L, Partial<Min>>) return kPartialMin;
+  else return kPartialSum;
 }
+constexpr bool is_partial_code(long c) { return c <= kPartialSum; }
 }  // namespace detail
 
 }  // namespace dsp

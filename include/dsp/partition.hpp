@@ -3,7 +3,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <span>
 
 namespace dsp {
 
@@ -31,4 +33,35 @@ struct Partition {
   constexpr bool even() const noexcept { return extent % parts == 0; }
 };
 
+namespace detail {
+
+/// A rank's block of one or more dims: offset and count per dim.
+template <std::size_t R>
+struct Box {
+  std::array<std::size_t, R> offset{}, count{};
+};
+
+/// The nested partition of a mesh (or of one communicator, a mesh of one
+/// axis). `codes[a]` is axis a's placement code (D for Sharded<D>; negative:
+/// not sharded), `shape[a]` its rank count and `coords[a]` this rank's
+/// coordinate. A dim sharded by several axes is split by them in axis order:
+/// over the lowest axis first (the 1-D rule), then each block over the next.
+/// The result is this rank's box: still one contiguous row-major block.
+template <std::size_t R>
+constexpr Box<R> nested_box(const std::array<std::size_t, R>& global, std::span<const long> codes,
+                            std::span<const int> shape, std::span<const int> coords) {
+  Box<R> b;
+  b.count = global;
+  for (std::size_t a = 0; a < codes.size(); ++a) {
+    if (codes[a] < 0) continue;
+    const std::size_t d = static_cast<std::size_t>(codes[a]);
+    const Partition part{b.count[d], static_cast<std::size_t>(shape[a])};
+    const std::size_t c = static_cast<std::size_t>(coords[a]);
+    b.offset[d] += part.offset(c);
+    b.count[d] = part.count(c);
+  }
+  return b;
+}
+
+}  // namespace detail
 }  // namespace dsp

@@ -8,7 +8,9 @@
 //   static_assert(p.cost(std::array<std::size_t, 4>{B, T, S, C}, sizeof(float), N, 0).max_bytes <= budget);
 //
 // The steps live in dsp::steps because dsp::split, dsp::gather (and
-// dsp::dynamic_switch) already name the primitives.
+// dsp::dynamic_switch) already name the primitives. steps::to<L> is a
+// dsp::redistribute to layout L: on a plain communicator any placement
+// (Partial included), on a dsp::Mesh any dsp::Axes<...>; it accepts any input.
 //
 // A composition that cannot run (split after a step that leaves the tensor
 // Sharded, switch_to or gather after one that leaves it Replicated) does not
@@ -19,6 +21,7 @@
 #include <dsp/cost.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/primitives.hpp>
+#include <dsp/redistribute.hpp>
 #include <dsp/tensor.hpp>
 
 #include <array>
@@ -40,13 +43,37 @@ struct SwitchStep {
   static constexpr std::size_t dim = D;
 };
 struct GatherStep {};
+/// steps::to<L>: a planned redistribution to layout L.
+template <class L>
+struct ToStep {};
+
+/// What a step needs of the layout before it, and what it leaves.
+enum class Cat { any, sharded, replicated, other };
+template <class L>
+constexpr Cat cat_of() {
+  if constexpr (is_sharded_v<L>) return Cat::sharded;
+  else if constexpr (is_replicated_v<L>) return Cat::replicated;
+  else return Cat::other;
+}
+
+/// The layout of the gradient of a tensor of layout L (for adjoints): the
+/// gradient of a Partial tensor is Replicated (every partial term has the
+/// gradient of the sum), of anything else the same layout.
+template <class L>
+struct grad_layout {
+  using type = std::conditional_t<is_partial_v<L>, Replicated, L>;
+};
+template <class... P>
+struct grad_layout<Axes<P...>> {
+  using type = Axes<typename grad_layout<P>::type...>;
+};
 
 template <class S>
 struct step_traits;
 template <std::size_t D>
 struct step_traits<SplitStep<D>> {
-  static constexpr bool needs_sharded = false;
-  static constexpr bool leaves_sharded = true;
+  static constexpr Cat needs = Cat::replicated;
+  static constexpr Cat leaves = Cat::sharded;
   static constexpr std::size_t max_dim = D;
   template <class In>
   using out = Sharded<D>;
@@ -55,8 +82,8 @@ struct step_traits<SplitStep<D>> {
 };
 template <std::size_t D>
 struct step_traits<SwitchStep<D>> {
-  static constexpr bool needs_sharded = true;
-  static constexpr bool leaves_sharded = true;
+  static constexpr Cat needs = Cat::sharded;
+  static constexpr Cat leaves = Cat::sharded;
   static constexpr std::size_t max_dim = D;
   template <class In>
   using out = Sharded<D>;
@@ -65,17 +92,36 @@ struct step_traits<SwitchStep<D>> {
 };
 template <>
 struct step_traits<GatherStep> {
-  static constexpr bool needs_sharded = true;
-  static constexpr bool leaves_sharded = false;
+  static constexpr Cat needs = Cat::sharded;
+  static constexpr Cat leaves = Cat::replicated;
   static constexpr std::size_t max_dim = 0;
   template <class In>
   using out = Replicated;
   template <class In>
   using adjoint = SplitStep<In::dim>;  // Replicated -> Sharded<i>
 };
+template <class L>
+struct step_traits<ToStep<L>> {
+  static constexpr Cat needs = Cat::any;
+  static constexpr Cat leaves = cat_of<L>();
+  static constexpr std::size_t max_dim = fitting_rank<L, L>() - 1;
+  template <class In>
+  using out = L;
+  // The adjoint of a redistribution In -> L moves the gradient back, L -> In,
+  // with Partial placements read as Replicated: the adjoint of a
+  // reduce-scatter (Partial -> Sharded) is an all-gather (Sharded ->
+  // Replicated), of an all-reduce the identity.
+  template <class In>
+  using adjoint = ToStep<typename grad_layout<In>::type>;
+};
 
 template <class S, class L>
-inline constexpr bool step_accepts_v = step_traits<S>::needs_sharded == is_sharded_v<L>;
+inline constexpr bool step_accepts_v = step_traits<S>::needs == Cat::any || step_traits<S>::needs == cat_of<L>();
+
+template <class S>
+inline constexpr bool is_to_step_v = false;
+template <class L>
+inline constexpr bool is_to_step_v<ToStep<L>> = true;
 
 /// Marks a pipeline whose input layout its first step does not fix.
 struct UnknownLayout {};
@@ -103,15 +149,20 @@ struct first_input<SplitStep<D>, Rest...> {
   using type = Replicated;
 };
 
+template <class A, class B>
+constexpr bool junction_ok() {
+  return step_traits<B>::needs == Cat::any || step_traits<B>::needs == step_traits<A>::leaves;
+}
+
 template <class... Steps>
 constexpr bool valid_chain() {
   if constexpr (sizeof...(Steps) < 2) {
     return true;
   } else {
-    constexpr bool needs[] = {step_traits<Steps>::needs_sharded...};
-    constexpr bool leaves[] = {step_traits<Steps>::leaves_sharded...};
+    constexpr Cat needs[] = {step_traits<Steps>::needs...};
+    constexpr Cat leaves[] = {step_traits<Steps>::leaves...};
     for (std::size_t k = 1; k < sizeof...(Steps); ++k)
-      if (needs[k] != leaves[k - 1]) return false;
+      if (needs[k] != Cat::any && needs[k] != leaves[k - 1]) return false;
     return true;
   }
 }
@@ -128,12 +179,12 @@ struct PipelineCost {
 };
 
 /// A sequence of layout transitions, checked and priced at compile time.
-/// Build one with `|` from dsp::steps::split<D>, switch_to<D> and gather.
+/// Build one with `|` from dsp::steps::split<D>, switch_to<D>, gather and to<L>.
 template <class... Steps>
 class Pipeline {
   static_assert(detail::valid_chain<Steps...>(),
                 "dsp::Pipeline: each step must accept the layout the step before it leaves (split needs "
-                "Replicated, switch_to and gather need Sharded).");
+                "Replicated, switch_to and gather need Sharded; to<L> takes any).");
 
  public:
   /// Number of steps.
@@ -141,7 +192,7 @@ class Pipeline {
   /// The input layout the first step fixes (Replicated before a split), else detail::UnknownLayout.
   using default_input = typename detail::first_input<Steps...>::type;
   /// The layout after the last step, for input layout In.
-  template <Layout In>
+  template <class In>
   using output_layout = std::tuple_element_t<size, typename detail::layout_chain<In, Steps...>::type>;
 
   /// Runs the steps on `x` in order and returns the result. `x` is not
@@ -157,8 +208,9 @@ class Pipeline {
 
   /// The adjoint pipeline for backward passes, derived from the types: steps in
   /// reverse order, switch i->j as j->i, split<D> as gather, gather from
-  /// Sharded<D> as split<D>. `In` is the forward input layout (defaults to the
-  /// one the first step fixes).
+  /// Sharded<D> as split<D>, to<L> from In as to<In> (Partial read as
+  /// Replicated: the adjoint of a reduce-scatter is an all-gather). `In` is
+  /// the forward input layout (defaults to the one the first step fixes).
   template <class In = default_input>
   constexpr auto adjoint() const {
     if constexpr (check_input<In>()) {
@@ -168,16 +220,18 @@ class Pipeline {
       return detail::Invalid{};
     }
   }
-  /// Same as adjoint(): every step here is invertible, and its inverse is its adjoint.
+  /// Same as adjoint() for pipelines without Partial placements, where every
+  /// step is invertible and its inverse is its adjoint.
   template <class In = default_input>
   constexpr auto inverse() const {
     return adjoint<In>();
   }
 
-  /// What each step and the whole pipeline send from rank `rank` of `n`, for a
-  /// tensor of global extents `e` with `elem_bytes`-byte elements entering as
-  /// `In`. constexpr: usable in static_assert. Throws dsp::InvalidArgument when
-  /// n == 0 or rank >= n.
+  /// What each step and the whole pipeline send from rank `rank` of `n` (a
+  /// plain communicator), for a tensor of global extents `e` with
+  /// `elem_bytes`-byte elements entering as `In`. constexpr: usable in
+  /// static_assert. Throws dsp::InvalidArgument when n == 0 or rank >= n, or
+  /// when a byte count overflows std::size_t.
   template <class In = default_input, std::size_t R>
   constexpr PipelineCost<size> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
                                     std::size_t rank) const {
@@ -188,7 +242,31 @@ class Pipeline {
     PipelineCost<size> c;
     if constexpr (input_ok && ((step_max_dim<Steps>() < R) && ...)) {
       using Chain = typename detail::layout_chain<In, Steps...>::type;
-      c = cost_impl<Chain>(e, elem_bytes, n, rank, std::make_index_sequence<size>{});
+      c = cost_on<Chain>(e, elem_bytes, n, rank, std::make_index_sequence<size>{});
+      for (std::size_t q = 0; q < n; ++q) {
+        const std::size_t b = cost_on<Chain>(e, elem_bytes, n, q, std::make_index_sequence<size>{}).bytes;
+        if (b > c.max_bytes) c.max_bytes = b;
+      }
+    }
+    return c;
+  }
+
+  /// The same on the rank at `coords` of a mesh of `shape`, for pipelines of
+  /// steps::to<Axes<...>>. `max_bytes` is the largest total over the mesh's
+  /// ranks.
+  template <class In, std::size_t R, std::size_t K>
+  constexpr PipelineCost<size> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                    const std::array<int, K>& shape, const std::array<int, K>& coords) const {
+    static_assert((detail::is_to_step_v<Steps> && ...),
+                  "dsp::Pipeline: on a mesh, every step is a dsp::steps::to<dsp::Axes<...>>.");
+    detail::check_mesh_args(shape, coords);
+    PipelineCost<size> c;
+    if constexpr ((detail::is_to_step_v<Steps> && ...)) {
+      using Chain = typename detail::layout_chain<In, Steps...>::type;
+      c = cost_on<Chain>(e, elem_bytes, shape, coords, std::make_index_sequence<size>{});
+      c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
+        return cost_on<Chain>(e, elem_bytes, shape, q, std::make_index_sequence<size>{}).bytes;
+      });
     }
     return c;
   }
@@ -212,8 +290,11 @@ class Pipeline {
                   "dsp::Pipeline: the first step does not fix the input layout; name it, as in "
                   "p.adjoint<dsp::Sharded<1>>() or p.cost<dsp::Sharded<1>>(...).");
     if constexpr (!std::is_same_v<In, detail::UnknownLayout>) {
-      static_assert(Layout<In>, "dsp::Pipeline: the input layout must be dsp::Replicated or dsp::Sharded<D>.");
-      if constexpr (Layout<In>) {
+      constexpr bool layout = Placement<In> || is_axes_v<In>;
+      static_assert(layout,
+                    "dsp::Pipeline: the input layout must be dsp::Replicated, dsp::Sharded<D>, dsp::Partial<Op> or "
+                    "dsp::Axes<...>.");
+      if constexpr (layout) {
         static_assert(first_accepts<In>(),
                       "dsp::Pipeline: the first step does not accept the input's layout (split needs a Replicated "
                       "tensor, switch_to and gather a Sharded one).");
@@ -261,6 +342,10 @@ class Pipeline {
   static auto run_step(detail::GatherStep, const X& x, const std::source_location& loc) {
     return ::dsp::gather(x, loc);
   }
+  template <class L, class X>
+  static auto run_step(detail::ToStep<L>, const X& x, const std::source_location& loc) {
+    return ::dsp::redistribute<L>(x, loc);
+  }
 
   template <class Chain, std::size_t... I>
   static constexpr auto adjoint_impl(std::index_sequence<I...>) {
@@ -269,32 +354,45 @@ class Pipeline {
         std::tuple_element_t<size - 1 - I, Chain>>...>{};
   }
 
-  template <class Chain, std::size_t R, std::size_t... I>
-  static constexpr PipelineCost<size> cost_impl(const std::array<std::size_t, R>& e, std::size_t eb, std::size_t n,
-                                                std::size_t rank, std::index_sequence<I...>) {
+  /// One step from layout From to To, on rank `rank` of `n` or at `coords` of a mesh.
+  template <class S, class From, class To, std::size_t R, class Shape>
+  static constexpr TransitionCost step_cost(const std::array<std::size_t, R>& e, std::size_t eb, const Shape& shape,
+                                            const Shape& where) {
+    if constexpr (detail::is_to_step_v<S>) {
+      using P = redistribute_plan<From, To, R>;
+      detail::MeshPlan<P::axes> plan = P::plan;
+      std::array<int, P::axes> sh{}, at{};
+      if constexpr (std::is_integral_v<Shape>) sh[0] = int(shape), at[0] = int(where);
+      else sh = shape, at = where;
+      const auto rc = detail::plan_cost_on(plan, P::from, e, eb, sh, at);
+      TransitionCost t;
+      t.primitive = Primitive::redistribute;
+      t.collective = P::collectives() ? Collective::planned : Collective::none;
+      t.collectives = rc.collectives;
+      t.bytes = rc.bytes;
+      return t;
+    } else {
+      return transition_cost<From, To>(e, eb, shape, where);
+    }
+  }
+
+  template <class Chain, std::size_t R, class Shape, std::size_t... I>
+  static constexpr PipelineCost<size> cost_on(const std::array<std::size_t, R>& e, std::size_t eb, const Shape& shape,
+                                              const Shape& where, std::index_sequence<I...>) {
+    using StepTuple = std::tuple<Steps...>;
     PipelineCost<size> c;
-    ((c.steps[I] = transition_cost<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n, rank)),
+    ((c.steps[I] = step_cost<std::tuple_element_t<I, StepTuple>, std::tuple_element_t<I, Chain>,
+                             std::tuple_element_t<I + 1, Chain>>(e, eb, shape, where)),
      ...);
     for (const auto& s : c.steps) {
       c.collectives += s.collectives;
       c.bytes = detail::checked_add(c.bytes, s.bytes);
-    }
-    for (std::size_t q = 0; q < n; ++q) {
-      std::size_t b = 0;
-      ((b = detail::checked_add(
-            b, detail::bytes_sent<std::tuple_element_t<I, Chain>, std::tuple_element_t<I + 1, Chain>>(e, eb, n, q))),
-       ...);
-      if (b > c.max_bytes) c.max_bytes = b;
     }
     return c;
   }
 };
 
 namespace detail {
-template <class A, class B>
-constexpr bool junction_ok() {
-  return step_traits<B>::needs_sharded == step_traits<A>::leaves_sharded;
-}
 template <class... A>
 using last_step_t = std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>;
 }  // namespace detail
@@ -308,16 +406,20 @@ constexpr auto operator|(Pipeline<A...>, Pipeline<B...>) {
   } else {
     using Last = detail::last_step_t<A...>;
     using First = std::tuple_element_t<0, std::tuple<B...>>;
-    constexpr bool split_after_sharded =
-        !detail::step_traits<First>::needs_sharded && detail::step_traits<Last>::leaves_sharded;
-    constexpr bool sharded_after_gather =
-        detail::step_traits<First>::needs_sharded && !detail::step_traits<Last>::leaves_sharded;
+    constexpr auto needs = detail::step_traits<First>::needs;
+    constexpr auto leaves = detail::step_traits<Last>::leaves;
+    constexpr bool split_after_sharded = needs == detail::Cat::replicated && leaves == detail::Cat::sharded;
+    constexpr bool sharded_after_gather = needs == detail::Cat::sharded && leaves == detail::Cat::replicated;
     static_assert(!split_after_sharded,
                   "dsp::Pipeline: split<D> needs a Replicated tensor, but the step before it leaves the tensor "
                   "Sharded. Move a shard with switch_to<D>.");
     static_assert(!sharded_after_gather,
                   "dsp::Pipeline: switch_to<D> and gather need a Sharded tensor, but the step before them "
                   "(gather) leaves the tensor Replicated. Enter a sharding with split<D>.");
+    constexpr bool other = !split_after_sharded && !sharded_after_gather && !detail::junction_ok<Last, First>();
+    static_assert(!other,
+                  "dsp::Pipeline: split<D>, switch_to<D> and gather need a Replicated or Sharded tensor on a plain "
+                  "communicator, but the step before them leaves a Partial or mesh layout; continue with to<L>.");
     if constexpr (detail::junction_ok<Last, First>()) return Pipeline<A..., B...>{};
     else return detail::Invalid{};
   }
@@ -328,11 +430,14 @@ namespace steps {
 /// Replicated -> Sharded<D>: a local slice, no communication.
 template <std::size_t D>
 inline constexpr Pipeline<detail::SplitStep<D>> split{};
-/// Sharded<i> -> Sharded<D>: one all-to-all (none when i == D).
+/// `Sharded<i>` -> `Sharded<D>`: one all-to-all (none when i == D).
 template <std::size_t D>
 inline constexpr Pipeline<detail::SwitchStep<D>> switch_to{};
-/// Sharded<i> -> Replicated: one all-gather.
+/// `Sharded<i>` -> Replicated: one all-gather.
 inline constexpr Pipeline<detail::GatherStep> gather{};
+/// Any layout -> L: dsp::redistribute<L> (a plan of single-axis steps).
+template <class L>
+inline constexpr Pipeline<detail::ToStep<L>> to{};
 }  // namespace steps
 
 }  // namespace dsp

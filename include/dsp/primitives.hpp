@@ -103,7 +103,7 @@ constexpr bool split_into_ok() {
 
 }  // namespace detail
 
-/// Moves the shard of `x` (Sharded<i>) to dim D: one all-to-all (none when
+/// Moves the shard of `x` (`Sharded<i>`) to dim D: one all-to-all (none when
 /// i == D: then a copy). Returns a new Sharded<D> tensor (a recycled block
 /// when one is idle). Collective. Throws on every rank when the ranks
 /// disagree (MismatchError) or any rank fails locally (that rank
@@ -130,7 +130,7 @@ void dynamic_switch(const X& x, Y& y, std::source_location loc = std::source_loc
   if constexpr (detail::switch_into_ok<D, X, Y>()) detail::switch_into<D>(x, y, loc);
 }
 
-/// Gathers a Sharded<i> tensor so every rank holds all of it: one all-gather.
+/// Gathers a `Sharded<i>` tensor so every rank holds all of it: one all-gather.
 /// Returns a new Replicated tensor. Collective; errors as dynamic_switch.
 template <class X>
 auto gather(const X& x, std::source_location loc = std::source_location::current()) {

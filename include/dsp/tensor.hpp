@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// dsp: DistTensor, a global tensor distributed by a layout over a communicator.
+// dsp: DistTensor, a global tensor distributed by a layout over a
+// communicator, or by one placement per axis over a process mesh.
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
@@ -8,6 +9,7 @@
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
 #include <dsp/layout.hpp>
+#include <dsp/mesh.hpp>
 #include <dsp/partition.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -38,19 +40,52 @@ V allocate_view(const std::string& label, const std::array<std::size_t, R>& e, b
   return V(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), e[I]...);
 }
 
-/// This rank's block of a tensor with global extents `g` under layout L.
-template <Layout L, std::size_t R>
+/// This rank's block of a tensor with global extents `g` under placement L
+/// (Replicated, Sharded<D>, Partial<Op>) over `size` ranks.
+template <Placement L, std::size_t R>
 std::array<std::size_t, R> local_extents(const std::array<std::size_t, R>& g, int rank, int size) {
   auto e = g;
   if constexpr (is_sharded_v<L>) e[L::dim] = Partition{g[L::dim], std::size_t(size)}.count(std::size_t(rank));
   return e;
 }
 
-template <Layout L, std::size_t R>
+template <Placement L, std::size_t R>
 std::array<std::size_t, R> local_offsets(const std::array<std::size_t, R>& g, int rank, int size) {
   std::array<std::size_t, R> o{};
   if constexpr (is_sharded_v<L>) o[L::dim] = Partition{g[L::dim], std::size_t(size)}.offset(std::size_t(rank));
   return o;
+}
+
+/// This rank's box of a tensor of layout L (a placement, or Axes<...>) over
+/// group G (a communicator, or a Mesh): the nested partition.
+template <class L, class G, std::size_t R>
+Box<R> box_of(const std::array<std::size_t, R>& g, const G& group) {
+  using traits = group_traits<G>;
+  const auto shape = traits::shape(group);
+  const auto coords = traits::coords(group);
+  return nested_box(g, std::span<const long>(placement_codes<L>::value), std::span<const int>(shape),
+                    std::span<const int>(coords));
+}
+
+/// Whether layout L can distribute a tensor over group G, with the sentence
+/// that says why not.
+template <class L, class G>
+constexpr bool layout_for_group() {
+  if constexpr (is_mesh_v<G>) {
+    static_assert(is_axes_v<L>,
+                  "dsp::DistTensor: a tensor on a dsp::Mesh takes dsp::Axes<P0, ..., PK-1>, one placement "
+                  "(Replicated, Sharded<D> or Partial<Op>) per mesh axis.");
+    if constexpr (is_axes_v<L>) {
+      static_assert(L::size == G::axes, "dsp::DistTensor: Axes<...> must name exactly one placement per mesh axis.");
+      return L::size == G::axes;
+    }
+    return false;
+  } else {
+    static_assert(Placement<L>,
+                  "dsp::DistTensor: the layout must be dsp::Replicated, dsp::Sharded<D> or dsp::Partial<Op> over a "
+                  "communicator (dsp::Axes<...> needs a dsp::Mesh).");
+    return Placement<L>;
+  }
 }
 
 template <class T, std::size_t R>
@@ -94,7 +129,7 @@ std::string view_error(const V& v, const std::array<std::size_t, R>& want) {
 struct unchecked_t {};
 }  // namespace detail
 
-template <class T, std::size_t Rank, Layout L, Communicator Comm, class MemorySpace>
+template <class T, std::size_t Rank, class L, class Group, class MemorySpace>
 class DistTensor;
 
 /// A Kokkos view (any rank, layout, memory space).
@@ -109,14 +144,21 @@ struct is_dist_tensor<DistTensor<T, Rank, L, Comm, M>> : std::true_type {};
 template <class X>
 inline constexpr bool is_dist_tensor_v = is_dist_tensor<std::remove_cvref_t<X>>::value;
 
-/// A tensor of global extents [E0, ..., E(Rank-1)] distributed over the ranks of
-/// `Comm` as `Layout` says. Each rank holds one contiguous LayoutRight block
-/// (`local()`). Copies are shallow, like Kokkos views: they share the block.
-template <class T, std::size_t Rank, Layout L, Communicator Comm, class MemorySpace = typename Comm::memory_space>
+/// A tensor of global extents [E0, ..., E(Rank-1)] distributed over the ranks
+/// of `Comm` as the layout L says (Replicated, Sharded<D>, Partial<Op>), or
+/// over a dsp::Mesh<K, Comm> with one placement per axis (L = Axes<...>).
+/// Each rank holds one contiguous LayoutRight block (`local()`), a box of the
+/// global tensor (see dsp::Mesh for the nested rule). Copies are shallow, like
+/// Kokkos views: they share the block.
+template <class T, std::size_t Rank, class L, class Comm, class MemorySpace = typename Comm::memory_space>
 class DistTensor {
+  // Evaluates the layout's rules, each a static_assert with its sentence
+  // inside layout_for_group (so a broken rule is reported once, by it).
+  static_assert(detail::layout_for_group<L, Comm>() || true);
   static_assert(Rank >= 1 && Rank <= kMaxRank, "dsp::DistTensor: the rank must be between 1 and 8 (dsp::kMaxRank).");
   static_assert(layout_fits_v<L, Rank>,
                 "dsp::DistTensor: Sharded<D> requires D < Rank; a tensor of rank R has dims 0 to R-1.");
+  using group_traits = detail::group_traits<Comm>;
   static_assert(std::is_trivially_copyable_v<T>,
                 "dsp::DistTensor: the element type must be trivially copyable; dsp moves elements as bytes.");
   static_assert(Kokkos::is_memory_space<MemorySpace>::value,
@@ -163,9 +205,9 @@ class DistTensor {
   /// This rank's block: a contiguous LayoutRight Kokkos view.
   const view_type& local() const noexcept { return local_; }
   const extents_type& global_extents() const noexcept { return global_; }
-  extents_type local_extents() const { return detail::local_extents<L>(global_, comm_.rank(), comm_.size()); }
+  extents_type local_extents() const { return detail::box_of<L>(global_, comm_).count; }
   /// Global index of local element (0, ..., 0).
-  extents_type local_offsets() const { return detail::local_offsets<L>(global_, comm_.rank(), comm_.size()); }
+  extents_type local_offsets() const { return detail::box_of<L>(global_, comm_).offset; }
   const Comm& communicator() const noexcept { return comm_; }
   std::size_t global_size() const { return detail::product(global_); }
   std::size_t local_size() const { return local_.size(); }
@@ -173,7 +215,7 @@ class DistTensor {
   /// Allocates an uninitialized tensor (internal: outputs that are fully overwritten).
   static DistTensor uninitialized(const Comm& comm, const extents_type& global) {
     detail::require_kokkos("dsp::DistTensor");
-    auto e = detail::local_extents<L>(global, comm.rank(), comm.size());
+    auto e = detail::box_of<L>(global, comm).count;
     return DistTensor(detail::unchecked_t{}, comm, global,
                       detail::allocate_view<view_type>("dsp::DistTensor", e, false, std::make_index_sequence<Rank>{}));
   }
@@ -205,22 +247,42 @@ class DistTensor {
 
   template <class V>
   void wrap(const V& local, const std::source_location& loc) {
-    detail::Busy busy(comm_, "dsp::DistTensor construction");
+    const auto& world = group_traits::world(comm_);
+    detail::Busy busy(world, "dsp::DistTensor construction");
     std::string why = detail::size_error(global_, sizeof(T));
     if (why.empty())
       if (std::string bad = detail::view_error(local, local_extents()); !bad.empty())
-        why = "dsp::DistTensor (rank " + std::to_string(comm_.rank()) + " of " + std::to_string(comm_.size()) +
-              "): " + bad + " (layout " + detail::layout_text(detail::layout_code<L>()) + ", global extents " +
-              detail::text(global_) + ")";
-    detail::Signature sig =
-        detail::make_signature<T>(detail::Op::construct, {}, detail::layout_code<L>(), detail::layout_code<L>(), loc);
+        why = "dsp::DistTensor (rank " + std::to_string(world.rank()) + " of " + std::to_string(world.size()) +
+              "): " + bad + " (layout " + layout_text() + ", global extents " + detail::text(global_) + ")";
+    detail::Signature sig = detail::make_signature<T>(detail::Op::construct, {}, 0, 0, loc);
+    set_layouts(sig, comm_);
+    for (std::size_t a = 0; a < detail::kMaxAxes; ++a) sig.dst_layout[a] = sig.src_layout[a];
     sig.tensor_rank = Rank;
     if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_local_view);
-    Comm c = comm_;
+    auto c = world;
     detail::agree(c, sig, why);  // extents are not compared here: the next collective does that
     local_ = local;
   }
 
+ public:
+  /// Internal: this tensor's layout (and mesh shape) as the source layout of an
+  /// agreement signature.
+  static void set_layouts(detail::Signature& s, const Comm& group) {
+    constexpr auto codes = detail::placement_codes<L>::value;
+    s.mesh_axes = is_mesh_v<Comm> ? static_cast<std::uint32_t>(codes.size()) : 0;
+    const auto shape = group_traits::shape(group);
+    for (std::size_t a = 0; a < codes.size(); ++a) {
+      s.src_layout[a] = codes[a];
+      if (is_mesh_v<Comm>) s.mesh_shape[a] = shape[a];
+    }
+  }
+  /// Internal: the layout as text.
+  static std::string layout_text() {
+    constexpr auto codes = detail::placement_codes<L>::value;
+    return detail::layout_text(codes.data(), is_mesh_v<Comm> ? static_cast<std::uint32_t>(codes.size()) : 0);
+  }
+
+ private:
   Comm comm_;
   extents_type global_;
   view_type local_;

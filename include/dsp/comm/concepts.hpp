@@ -68,6 +68,22 @@ concept ControlChannel = requires(C& c, const void* s, void* r, std::size_t n) {
   c.control_all_gather(s, r, n);  // send, recv, bytes per rank
 };
 
+/// Element types a backend reduces (Partial placements, dsp::redistribute).
+enum class ReduceType { f32, f64, i32, i64, u32, u64, c64 /* complex<float> */, c128 /* complex<double> */ };
+/// Reduction operations (dsp::Sum, dsp::Max, dsp::Min).
+enum class ReduceOp { sum, max, min };
+
+/// Bytes of one element of a reduce type.
+constexpr std::size_t reduce_bytes(ReduceType t) {
+  switch (t) {
+    case ReduceType::f32:
+    case ReduceType::i32:
+    case ReduceType::u32: return 4;
+    case ReduceType::c128: return 16;
+    default: return 8;
+  }
+}
+
 /// Everything dsp needs from a backend.
 template <class C>
 concept Communicator = std::copy_constructible<C> && RankedGroup<C> && HasMemorySpace<C> && AllToAll<C> &&
@@ -94,6 +110,21 @@ template <class C>
 concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n,
                                 detail::NoLocalCopy local) {
   c.exchange_runs(s, v, r, v, n, local);
+};
+
+/// The exchange of PeerExchange split in two phases (split-phase switches,
+/// compute on arrival): `post_runs(send, sends, recv, recvs, elem_bytes)`
+/// posts every message and returns a `C::Pending` at once; `test_runs(p)`
+/// progresses it and says whether it is complete; `wait_runs(p)` completes
+/// it; `wait_runs(p, arrived)` completes it calling `arrived(k)` for each
+/// receive k (an index into `recvs`) as soon as all its messages have landed.
+template <class C>
+concept AsyncPeerExchange = PeerExchange<C> &&
+    requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n, typename C::Pending& p) {
+  { c.post_runs(s, v, r, v, n) } -> std::same_as<typename C::Pending>;
+  { c.test_runs(p) } -> std::convertible_to<bool>;
+  c.wait_runs(p);
+  c.wait_runs(p, [](std::size_t) {});
 };
 
 /// The exchange of PeerExchange as one call with a strided datatype per peer
@@ -128,6 +159,19 @@ concept Splittable = requires(const C& c, int color, int key) {
   { c.split(color, key) } -> std::same_as<C>;
 };
 
+/// Reductions (needed for Partial placements): `all_reduce(send, recv, count,
+/// type, op)` leaves the reduction over all ranks of `count` elements in recv
+/// on every rank; `reduce_scatter(send, recv, counts, type, op)` reduces
+/// sum(counts) elements laid out in rank order and leaves rank r's
+/// counts[r] of them in its recv. `counts` are equal on every rank; send and
+/// receive buffers do not overlap.
+template <class C>
+concept Reductions = requires(C& c, const void* s, void* r, std::size_t n, std::span<const std::size_t> v, ReduceType t,
+                              ReduceOp o) {
+  c.all_reduce(s, r, n, t, o);
+  c.reduce_scatter(s, r, v, t, o);
+};
+
 /// When a rank stops waiting for the others (see DeadlineControl).
 using Deadline = std::chrono::steady_clock::time_point;
 
@@ -140,6 +184,17 @@ concept DeadlineControl = requires(C& c, const void* s, void* r, std::size_t n, 
 };
 
 namespace detail {
+/// Registers, once per process, the Kokkos finalize hook that drops every
+/// communicator's cached objects (CommResources::release_all): the Kokkos
+/// memory among them must not outlive Kokkos::finalize.
+inline void release_resources_at_kokkos_finalize() {
+  static const bool once = [] {
+    Kokkos::push_finalize_hook([] { CommResources::release_all(); });
+    return true;
+  }();
+  (void)once;
+}
+
 /// The execution space instance kernels run on: the communicator's own where it
 /// has one (a stream-ordered device backend), otherwise the default instance of
 /// the memory space's execution space.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/partition.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -14,6 +15,20 @@
 
 namespace dsp {
 
+namespace detail {
+/// C::Pending when C has one, else a placeholder (the members using it are
+/// constrained away).
+template <class C>
+struct pending_of {
+  struct type {};
+};
+template <class C>
+requires requires { typename C::Pending; }
+struct pending_of<C> {
+  using type = typename C::Pending;
+};
+}  // namespace detail
+
 /// What one rank did through a CountingCommunicator.
 ///
 /// `bytes_sent` counts payload bytes this rank hands to the communicator for
@@ -23,19 +38,28 @@ namespace dsp {
 /// all-gather delivers it to each. A broadcast counts count * (N - 1) on the
 /// root and 0 elsewhere. A point-to-point run exchange (the pairwise and
 /// datatypes switch algorithms, the peer gather) counts as one collective in
-/// `exchange`, with the bytes of every message it sends. Agreement-check
-/// traffic (control_all_gather) is kept apart in `control` and `control_bytes`.
+/// `exchange`, with the bytes of every message it sends. A reduce-scatter
+/// counts what this rank contributes to the other ranks' blocks; an
+/// all-reduce counts as a reduce-scatter of the count split by the 1-D rule
+/// followed by an all-gather of the pieces (what a ring algorithm sends).
+/// Agreement-check traffic (control_all_gather) is kept apart in `control`
+/// and `control_bytes`.
 struct CommCounts {
   std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
   std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
   std::size_t broadcast = 0;
-  std::size_t exchange = 0;       ///< exchange_runs and exchange_runs_typed calls
-  std::size_t control = 0;        ///< control_all_gather calls (agreement checks)
-  std::size_t bytes_sent = 0;     ///< payload bytes sent to other ranks
-  std::size_t control_bytes = 0;  ///< control bytes sent to other ranks
+  std::size_t exchange = 0;        ///< exchange_runs and exchange_runs_typed calls
+  std::size_t all_reduce = 0;      ///< all_reduce calls
+  std::size_t reduce_scatter = 0;  ///< reduce_scatter calls
+  std::size_t control = 0;         ///< control_all_gather calls (agreement checks)
+  std::size_t bytes_sent = 0;      ///< payload bytes sent to other ranks
+  std::size_t control_bytes = 0;   ///< control bytes sent to other ranks
 
-  /// Data collectives: all-to-all + all-gather + broadcast + run exchanges.
-  constexpr std::size_t collectives() const noexcept { return all_to_all + all_gather + broadcast + exchange; }
+  /// Data collectives: all-to-all, all-gather, broadcast, run exchanges,
+  /// all-reduce and reduce-scatter.
+  constexpr std::size_t collectives() const noexcept {
+    return all_to_all + all_gather + broadcast + exchange + all_reduce + reduce_scatter;
+  }
   friend constexpr bool operator==(const CommCounts&, const CommCounts&) = default;
 };
 
@@ -99,6 +123,20 @@ class CountingCommunicator {
     if (root == rank()) counts_->bytes_sent += count * elem * others();
     inner_.broadcast(b, count, elem, root);
   }
+  void all_reduce(const void* s, void* r, std::size_t count, ReduceType t, ReduceOp o) requires Reductions<C> {
+    ++counts_->all_reduce;
+    const std::size_t n = static_cast<std::size_t>(size()), mine = Partition{count, n}.count(std::size_t(rank()));
+    counts_->bytes_sent += reduce_bytes(t) * ((count - mine) + mine * others());
+    inner_.all_reduce(s, r, count, t, o);
+  }
+  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t,
+                      ReduceOp o) requires Reductions<C> {
+    ++counts_->reduce_scatter;
+    std::size_t total = 0;
+    for (std::size_t c : counts) total += c;
+    counts_->bytes_sent += reduce_bytes(t) * (total - counts[std::size_t(rank())]);
+    inner_.reduce_scatter(s, r, counts, t, o);
+  }
   void control_all_gather(const void* s, void* r, std::size_t bytes) {
     ++counts_->control;
     counts_->control_bytes += bytes * others();
@@ -125,6 +163,20 @@ class CountingCommunicator {
     count_exchange(sends, elem);
     inner_.exchange_runs_typed(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
+  /// The split-phase exchange of the wrapped communicator, counted when posted.
+  using Pending = typename detail::pending_of<C>::type;
+  Pending post_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                    std::span<const detail::PeerRuns> recvs, std::size_t elem) requires AsyncPeerExchange<C> {
+    count_exchange(sends, elem);
+    return inner_.post_runs(s, sends, r, recvs, elem);
+  }
+  bool test_runs(Pending& p) requires AsyncPeerExchange<C> { return inner_.test_runs(p); }
+  void wait_runs(Pending& p) requires AsyncPeerExchange<C> { inner_.wait_runs(p); }
+  template <class Arrived>
+  void wait_runs(Pending& p, Arrived&& arrived) requires AsyncPeerExchange<C> {
+    inner_.wait_runs(p, std::forward<Arrived>(arrived));
+  }
+
   /// A communicator of the same kind over a subgroup, counting into its own counts.
   CountingCommunicator split(int color, int key) const requires Splittable<C> {
     return CountingCommunicator(inner_.split(color, key));

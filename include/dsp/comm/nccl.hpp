@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 /// Calls a CUDA runtime function; throws dsp::BackendError with CUDA's error
 /// name and string and file:line on failure.
@@ -61,9 +62,12 @@ struct NcclState {
   void* scratch = nullptr;  // device buffer of the control channel
   std::size_t scratch_bytes = 0;
   CommResources resources;
+  bool owns_comm = false;  // a split's result: dsp destroys it with the last copy
 
   ~NcclState() {
-    if (scratch) cudaFree(scratch);  // no throw from a destructor; an error here has nowhere to go
+    // No throw from a destructor; an error here has nowhere to go.
+    if (scratch) cudaFree(scratch);
+    if (owns_comm && comm) ncclCommDestroy(comm);
   }
 };
 
@@ -103,6 +107,17 @@ class BasicNcclCommunicator {
   /// Kernels run on a Kokkos::Cuda instance bound to the communicator's stream.
   Kokkos::Cuda execution_space() const { return Kokkos::Cuda(state_->stream); }
 #endif
+
+  /// Collective over this communicator: ncclCommSplit into one communicator
+  /// per `color`, ranks ordered by `key`, on the same stream. The result owns
+  /// its ncclComm_t (destroyed with its last copy).
+  BasicNcclCommunicator split(int color, int key) const {
+    ncclComm_t out = nullptr;
+    DSP_CHECK_NCCL(state_->comm, ncclCommSplit(state_->comm, color, key, &out, nullptr));
+    BasicNcclCommunicator c(out, state_->stream);
+    c.state_->owns_comm = true;
+    return c;
+  }
 
   int rank() const noexcept { return state_->rank; }
   int size() const noexcept { return state_->size; }
@@ -146,10 +161,44 @@ class BasicNcclCommunicator {
 
   void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
                     std::span<const std::size_t> rd, std::size_t elem) {
+    // rc and rd are the same on every rank: equal blocks in rank order are one ncclAllGather everywhere.
+    bool regular = true;
+    for (std::size_t k = 0; k < rc.size() && regular; ++k) regular = rc[k] == rc[0] && rd[k] == k * rc[0];
+    if (regular) return all_gather(s, r, count, elem);
     group([&] {
       for (int q = 0; q < size(); ++q) {
         send(s, count * elem, q);
         recv(static_cast<char*>(r) + rd[q] * elem, rc[q] * elem, q);
+      }
+    });
+  }
+
+  /// ncclAllReduce. Complex sums reduce the real and imaginary parts as
+  /// floats (Max and Min of complex values are refused before reaching here).
+  void all_reduce(const void* s, void* r, std::size_t count, ReduceType t, ReduceOp o) {
+    const auto [dt, k] = nccl_type(t);
+    DSP_CHECK_NCCL(state_->comm, ncclAllReduce(s, r, count * k, dt, nccl_op(o), state_->comm, state_->stream));
+  }
+  /// ncclReduceScatter for equal counts; otherwise one grouped ncclReduce per
+  /// rank (each rank the root of its own block).
+  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t, ReduceOp o) {
+    const auto [dt, k] = nccl_type(t);
+    bool equal = true;
+    for (std::size_t c : counts) equal = equal && c == counts[0];
+    if (equal) {
+      DSP_CHECK_NCCL(state_->comm,
+                     ncclReduceScatter(s, r, counts[0] * k, dt, nccl_op(o), state_->comm, state_->stream));
+      return;
+    }
+    const std::size_t eb = reduce_bytes(t);
+    group([&] {
+      std::size_t at = 0;
+      for (int q = 0; q < size(); ++q) {
+        const std::size_t c = counts[std::size_t(q)];
+        if (c)
+          DSP_CHECK_NCCL(state_->comm, ncclReduce(static_cast<const char*>(s) + at * eb, q == rank() ? r : nullptr,
+                                                  c * k, dt, nccl_op(o), q, state_->comm, state_->stream));
+        at += c;
       }
     });
   }
@@ -191,6 +240,27 @@ class BasicNcclCommunicator {
   }
 
  private:
+  static std::pair<ncclDataType_t, std::size_t> nccl_type(ReduceType t) {
+    switch (t) {
+      case ReduceType::f32: return {ncclFloat32, 1};
+      case ReduceType::f64: return {ncclFloat64, 1};
+      case ReduceType::i32: return {ncclInt32, 1};
+      case ReduceType::i64: return {ncclInt64, 1};
+      case ReduceType::u32: return {ncclUint32, 1};
+      case ReduceType::u64: return {ncclUint64, 1};
+      case ReduceType::c64: return {ncclFloat32, 2};
+      case ReduceType::c128: return {ncclFloat64, 2};
+    }
+    return {ncclUint8, 1};
+  }
+  static ncclRedOp_t nccl_op(ReduceOp o) {
+    switch (o) {
+      case ReduceOp::sum: return ncclSum;
+      case ReduceOp::max: return ncclMax;
+      case ReduceOp::min: return ncclMin;
+    }
+    return ncclSum;
+  }
   template <class F>
   void group(F&& body) {
     DSP_CHECK_NCCL(state_->comm, ncclGroupStart());

@@ -37,6 +37,12 @@ class BasicSelfCommunicator {
     if (count != rc[0]) throw InvalidArgument("dsp::SelfCommunicator::all_gather_v: send and receive counts differ");
     copy(static_cast<char*>(r) + rd[0] * elem, s, count * elem);
   }
+  void all_reduce(const void* s, void* r, std::size_t count, ReduceType t, ReduceOp) {
+    copy(r, s, count * reduce_bytes(t));
+  }
+  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t, ReduceOp) {
+    copy(r, s, counts[0] * reduce_bytes(t));
+  }
   void broadcast(void*, std::size_t, std::size_t, int root) {
     if (root != 0) throw InvalidArgument("dsp::SelfCommunicator::broadcast: root must be 0");
   }
@@ -45,6 +51,9 @@ class BasicSelfCommunicator {
     std::memcpy(r, s, bytes);
     return {};
   }
+
+  /// A one-rank communicator of its own (every split of one rank is one rank).
+  BasicSelfCommunicator split(int, int) const { return BasicSelfCommunicator{}; }
 
   friend bool operator==(const BasicSelfCommunicator&, const BasicSelfCommunicator&) { return true; }
 

@@ -34,51 +34,67 @@ class StagedCommunicator {
   using memory_space = MemorySpace;
   using inner_type = Inner;
 
-  explicit StagedCommunicator(Inner inner) : inner_(std::move(inner)), bufs_(std::make_shared<Buffers>()) {}
+  explicit StagedCommunicator(Inner inner) : inner_(std::move(inner)) {}
 
   int rank() const { return inner_.rank(); }
   int size() const { return inner_.size(); }
-  const void* id() const noexcept { return res_.id(); }
-  const CommResources& resources() const noexcept { return res_; }
+  /// The inner communicator's group and dsp state: the same ranks, so a
+  /// timeout, the in-use flag and the caches are shared with it.
+  const void* id() const noexcept { return inner_.id(); }
+  const CommResources& resources() const noexcept { return inner_.resources(); }
   const Inner& inner() const noexcept { return inner_; }
   /// Host bytes held for staging.
-  std::size_t staging_bytes() const { return bufs_->send.extent(0) + bufs_->recv.extent(0); }
+  std::size_t staging_bytes() const { return bufs().send.extent(0) + bufs().recv.extent(0); }
 
   void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem) {
     const std::size_t bytes = count * elem * static_cast<std::size_t>(size());
-    inner_.all_to_all(to_host(bufs_->send, s, bytes), host(bufs_->recv, bytes), count, elem);
-    from_host(r, bufs_->recv, bytes);
+    inner_.all_to_all(to_host(bufs().send, s, bytes), host(bufs().recv, bytes), count, elem);
+    from_host(r, bufs().recv, bytes);
   }
 
   void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
                     std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem,
                     std::size_t bound) {
     const std::size_t sbytes = extent(sc, sd) * elem, rbytes = extent(rc, rd) * elem;
-    char* hr = host(bufs_->recv, rbytes);
-    inner_.all_to_all_v(to_host(bufs_->send, s, sbytes), sc, sd, hr, rc, rd, elem, bound);
+    char* hr = host(bufs().recv, rbytes);
+    inner_.all_to_all_v(to_host(bufs().send, s, sbytes), sc, sd, hr, rc, rd, elem, bound);
     received_back(r, rc, rd, elem);
   }
 
   void all_gather(const void* s, void* r, std::size_t count, std::size_t elem) {
     const std::size_t bytes = count * elem;
-    char* hr = host(bufs_->recv, bytes * static_cast<std::size_t>(size()));
-    inner_.all_gather(to_host(bufs_->send, s, bytes), hr, count, elem);
-    from_host(r, bufs_->recv, bytes * static_cast<std::size_t>(size()));
+    char* hr = host(bufs().recv, bytes * static_cast<std::size_t>(size()));
+    inner_.all_gather(to_host(bufs().send, s, bytes), hr, count, elem);
+    from_host(r, bufs().recv, bytes * static_cast<std::size_t>(size()));
   }
 
   void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
                     std::span<const std::size_t> rd, std::size_t elem) {
-    char* hr = host(bufs_->recv, extent(rc, rd) * elem);
-    inner_.all_gather_v(to_host(bufs_->send, s, count * elem), count, hr, rc, rd, elem);
+    char* hr = host(bufs().recv, extent(rc, rd) * elem);
+    inner_.all_gather_v(to_host(bufs().send, s, count * elem), count, hr, rc, rd, elem);
     received_back(r, rc, rd, elem);
+  }
+
+  void all_reduce(const void* s, void* r, std::size_t count, ReduceType t, ReduceOp o) requires Reductions<Inner> {
+    const std::size_t bytes = count * reduce_bytes(t);
+    inner_.all_reduce(to_host(bufs().send, s, bytes), host(bufs().recv, bytes), count, t, o);
+    from_host(r, bufs().recv, bytes);
+  }
+  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t,
+                      ReduceOp o) requires Reductions<Inner> {
+    std::size_t total = 0;
+    for (std::size_t c : counts) total += c;
+    const std::size_t eb = reduce_bytes(t), mine = counts[std::size_t(rank())] * eb;
+    inner_.reduce_scatter(to_host(bufs().send, s, total * eb), host(bufs().recv, mine), counts, t, o);
+    from_host(r, bufs().recv, mine);
   }
 
   void broadcast(void* b, std::size_t count, std::size_t elem, int root) {
     const std::size_t bytes = count * elem;
-    char* h = host(bufs_->recv, bytes);
+    char* h = host(bufs().recv, bytes);
     if (bytes && rank() == root) copy(h, b, bytes);  // only the root's bytes go out
     inner_.broadcast(h, count, elem, root);
-    from_host(b, bufs_->recv, bytes);
+    from_host(b, bufs().recv, bytes);
   }
 
   void control_all_gather(const void* s, void* r, std::size_t bytes) { inner_.control_all_gather(s, r, bytes); }
@@ -116,9 +132,15 @@ class StagedCommunicator {
 
  private:
   using HostBytes = Kokkos::View<char*, Kokkos::HostSpace>;
+  // The staging buffers, in the communicator's resources: shared by copies,
+  // released with the last copy or at Kokkos::finalize.
   struct Buffers {
     HostBytes send, recv;
   };
+  Buffers& bufs() const {
+    detail::release_resources_at_kokkos_finalize();
+    return inner_.resources().template slot<Buffers>();
+  }
 
   /// One past the last element any of `runs` touches.
   static std::size_t hull(std::span<const detail::PeerRuns> runs) {
@@ -131,12 +153,12 @@ class StagedCommunicator {
   void staged_exchange(const void* s, std::span<const detail::PeerRuns> sends, void* r,
                        std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local, Exchange&& exchange) {
     const std::size_t sbytes = hull(sends) * elem, rbytes = hull(recvs) * elem;
-    const char* hs = to_host(bufs_->send, s, sbytes);
+    const char* hs = to_host(bufs().send, s, sbytes);
     local();
-    char* hr = host(bufs_->recv, rbytes);
+    char* hr = host(bufs().recv, rbytes);
     if (rbytes) copy(hr, r, rbytes);  // keeps the own chunk and every byte no peer writes
     exchange(hs, hr);
-    from_host(r, bufs_->recv, rbytes);
+    from_host(r, bufs().recv, rbytes);
   }
 
   static std::size_t extent(std::span<const std::size_t> c, std::span<const std::size_t> d) {
@@ -173,7 +195,7 @@ class StagedCommunicator {
     for (std::size_t k = 0; k < c.size(); ++k) {
       if (c[k] == 0) continue;
       const std::size_t at = d[k] * elem, n = c[k] * elem;
-      Kokkos::deep_copy(Dev(static_cast<char*>(dev) + at, n), Host(bufs_->recv.data() + at, n));
+      Kokkos::deep_copy(Dev(static_cast<char*>(dev) + at, n), Host(bufs().recv.data() + at, n));
     }
   }
   static void from_host(void* dev, const HostBytes& b, std::size_t bytes) {
@@ -184,8 +206,6 @@ class StagedCommunicator {
   }
 
   Inner inner_;
-  std::shared_ptr<Buffers> bufs_;
-  CommResources res_;
 };
 
 }  // namespace dsp

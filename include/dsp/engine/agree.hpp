@@ -14,7 +14,10 @@
 #include <dsp/comm/concepts.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
+#include <dsp/layout.hpp>
+#include <dsp/plan/redistribute.hpp>
 #include <dsp/settings.hpp>
+#include <dsp/wire.hpp>
 
 #include <array>
 #include <chrono>
@@ -57,7 +60,19 @@ constexpr std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 146959810393
   return h;
 }
 
-enum class Op : std::uint32_t { construct = 1, split, gather, dynamic_switch, distribute, make_groups };
+enum class Op : std::uint32_t {
+  construct = 1,
+  split,
+  gather,
+  dynamic_switch,
+  distribute,
+  make_groups,
+  make_mesh,
+  redistribute,
+  start_switch,
+  start_gather,
+  batch_switch,
+};
 
 inline const char* op_name(std::uint32_t op) {
   switch (static_cast<Op>(op)) {
@@ -67,6 +82,11 @@ inline const char* op_name(std::uint32_t op) {
     case Op::dynamic_switch: return "dsp::dynamic_switch";
     case Op::distribute: return "dsp::distribute";
     case Op::make_groups: return "dsp::make_parallel_groups";
+    case Op::make_mesh: return "dsp::Mesh construction";
+    case Op::redistribute: return "dsp::redistribute";
+    case Op::start_switch: return "dsp::start_switch";
+    case Op::start_gather: return "dsp::start_gather";
+    case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
   }
   return "an unknown operation";
 }
@@ -110,6 +130,7 @@ enum class Status : std::uint32_t {
   bad_setting,
   bad_argument,
   backend,
+  failed_in_flight,
 };
 
 inline const char* status_text(std::uint32_t s) {
@@ -121,6 +142,7 @@ inline const char* status_text(std::uint32_t s) {
     case Status::bad_setting: return "a dsp setting from its environment is invalid";
     case Status::bad_argument: return "an argument is invalid there";
     case Status::backend: return "its communication backend failed";
+    case Status::failed_in_flight: return "it failed while the operation was in flight";
   }
   return "an unknown failure";
 }
@@ -128,6 +150,7 @@ inline const char* status_text(std::uint32_t s) {
 /// The exception a rank throws for its own failure.
 [[noreturn]] inline void throw_local(std::uint32_t status, const std::string& what) {
   if (static_cast<Status>(status) == Status::alloc_failed) throw ResourceError(what);
+  if (static_cast<Status>(status) == Status::failed_in_flight) throw Error(what);
   throw InvalidArgument(what);
 }
 
@@ -139,12 +162,15 @@ struct Signature {
   std::uint64_t elem_bytes = 0;
   std::uint64_t tensor_rank = 0;
   std::uint64_t extents[kMaxRank] = {};
-  std::int64_t src_layout = 0;
-  std::int64_t dst_layout = 0;
+  std::uint32_t mesh_axes = 0;  // 0: a plain communicator (one placement in src/dst_layout[0])
+  std::int32_t mesh_shape[kMaxAxes] = {};
+  std::int64_t src_layout[kMaxAxes] = {};  // placement codes (layout.hpp), one per mesh axis
+  std::int64_t dst_layout[kMaxAxes] = {};
   std::int64_t root = -1;
   std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
   std::uint64_t comm_size = 0;
   std::uint32_t algorithm = 0;  // the Path a rank resolved (0: none or not chosen)
+  std::uint32_t wire = 0;       // dsp::Wire of a switch (0: exact)
   std::uint32_t site_line = 0;
   std::uint64_t site_hash = 0;  // 0: call-site checks off
   char type[48] = {};
@@ -157,6 +183,18 @@ void set_type(Signature& s) {
   s.type_hash = fnv1a(n) ^ sizeof(T);
   s.elem_bytes = sizeof(T);
   std::memcpy(s.type, n.data(), n.size() < sizeof s.type - 1 ? n.size() : sizeof s.type - 1);
+}
+
+/// The element types of a batch, in order: their names joined by commas,
+/// one hash over all, elem_bytes the sum (the bytes of one element of each).
+template <class... T>
+void set_types(Signature& s) {
+  std::string names;
+  std::uint64_t h = fnv1a("batch");
+  ((names += (names.empty() ? "" : ","), names += type_name<T>(), h = fnv1a(type_name<T>(), h) ^ sizeof(T)), ...);
+  s.type_hash = h;
+  s.elem_bytes = (sizeof(T) + ... + 0);
+  std::memcpy(s.type, names.data(), names.size() < sizeof s.type - 1 ? names.size() : sizeof s.type - 1);
 }
 
 inline void set_extents(Signature& s, std::span<const std::size_t> e) {
@@ -182,14 +220,33 @@ Signature make_signature(Op op, std::span<const std::size_t> e, long src_layout,
   s.op = static_cast<std::uint32_t>(op);
   set_type<T>(s);
   set_extents(s, e);
-  s.src_layout = src_layout;
-  s.dst_layout = dst_layout;
+  s.src_layout[0] = src_layout;
+  s.dst_layout[0] = dst_layout;
   set_site(s, loc);
   return s;
 }
 
 inline std::string layout_text(std::int64_t code) {
-  return code < 0 ? std::string("Replicated") : "Sharded<" + std::to_string(code) + ">";
+  if (code >= 0) return "Sharded<" + std::to_string(code) + ">";
+  if (code == kPartialSum) return "Partial<Sum>";
+  if (code == kPartialMax) return "Partial<Max>";
+  if (code == kPartialMin) return "Partial<Min>";
+  return "Replicated";
+}
+
+/// A placement as text: one layout, or Axes<...> on a mesh of `axes` axes.
+inline std::string layout_text(const std::int64_t* codes, std::uint32_t axes) {
+  if (axes == 0) return layout_text(codes[0]);
+  std::string t = "Axes<";
+  for (std::uint32_t a = 0; a < axes && a < kMaxAxes; ++a) t += (a ? ", " : "") + layout_text(codes[a]);
+  return t + ">";
+}
+
+inline std::string shape_text(const Signature& s) {
+  std::string t = "[";
+  for (std::uint32_t a = 0; a < s.mesh_axes && a < kMaxAxes; ++a)
+    t += (a ? ", " : "") + std::to_string(s.mesh_shape[a]);
+  return t + "]";
 }
 
 inline std::string extents_text(const Signature& s) {
@@ -228,6 +285,7 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   if (differs([](const Signature& s) { return s.op; }))
     return "the ranks called different operations: " +
            list([](const Signature& s) { return std::string(op_name(s.op)); });
+  if (differs([](const Signature& s) { return shape_text(s); })) return "mesh shapes disagree: " + list(shape_text);
   if (differs([](const Signature& s) { return s.tensor_rank; }))
     return "tensor ranks disagree: " + list([](const Signature& s) { return std::to_string(s.tensor_rank); });
   if (differs([](const Signature& s) { return s.type_hash ^ s.elem_bytes; }))
@@ -236,15 +294,18 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
            });
   if (differs([](const Signature& s) { return extents_text(s); }))
     return "global extents disagree: " + list(extents_text);
-  if (differs([](const Signature& s) { return s.src_layout; }))
-    return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout); });
-  if (differs([](const Signature& s) { return s.dst_layout; }))
-    return "target layouts disagree: " + list([](const Signature& s) { return layout_text(s.dst_layout); });
+  if (differs([](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); }))
+    return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); });
+  if (differs([](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); }))
+    return "target layouts disagree: " +
+           list([](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); });
   if (differs([](const Signature& s) { return s.root; }))
     return "root ranks disagree: " + list([](const Signature& s) { return std::to_string(s.root); });
   if (differs([](const Signature& s) { return s.arg; }))
     return std::string(static_cast<Op>(a.op) == Op::make_groups ? "sequence-parallel sizes" : "arguments") +
            " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
+  if (differs([](const Signature& s) { return s.wire; }))
+    return "wire types disagree: " + list([](const Signature& s) { return std::string(wire_name(Wire(s.wire))); });
   if (differs([](const Signature& s) { return s.algorithm; }))
     return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
            "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
@@ -288,6 +349,7 @@ void agree(Comm& comm, Signature mine, const std::string& local_error) {
       const std::vector<int> missing = comm.control_all_gather_until(&mine, all.data(), sizeof(Signature),
                                                                      std::chrono::steady_clock::now() + deadline);
       if (!missing.empty()) {
+        comm.resources().poison();  // whatever the backend did: its messages may still be in flight
         std::string who;
         for (std::size_t k = 0; k < missing.size() && k < 16; ++k) who += (k ? ", " : "") + std::to_string(missing[k]);
         if (missing.size() > 16) who += ", ...";

@@ -67,8 +67,9 @@ std::string check_output(const char* op, const X& x, const Y& y) {
 
 template <class X>
 Signature signature_of(Op op, const X& x, long dst_layout, const std::source_location& loc) {
-  return make_signature<typename X::value_type>(op, x.global_extents(), layout_code<typename X::layout_type>(),
-                                                dst_layout, loc);
+  Signature s = make_signature<typename X::value_type>(op, x.global_extents(), 0, dst_layout, loc);
+  X::set_layouts(s, x.communicator());
+  return s;
 }
 
 /// The output of an allocating call: a recycled block when one of these
@@ -80,7 +81,7 @@ Y allocate_output(const X& x, Op op, long dst_layout, const std::source_location
   try {
     require_kokkos(op_name(static_cast<std::uint32_t>(op)));
     using V = typename Y::view_type;
-    const auto e = local_extents<typename Y::layout_type>(x.global_extents(), c.rank(), c.size());
+    const auto e = box_of<typename Y::layout_type>(x.global_extents(), c).count;
     V v = output_pool<V>(c).get(e, [&] { return Y::uninitialized(c, x.global_extents()).local(); });
     return Y(unchecked_t{}, c, x.global_extents(), std::move(v));
   } catch (const UsageError&) {
@@ -88,9 +89,10 @@ Y allocate_output(const X& x, Op op, long dst_layout, const std::source_location
   } catch (const std::exception& e) {
     Signature sig = signature_of(op, x, dst_layout, loc);
     sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-    auto comm = c;
-    agree(comm, sig, failure_text(sig.op, c.rank(), e));
-    throw ResourceError(failure_text(sig.op, c.rank(), e));  // not reached: agree throws
+    auto comm = group_traits<std::remove_cvref_t<decltype(c)>>::world(c);
+    Busy busy(comm, op_name(sig.op));
+    agree(comm, sig, failure_text(sig.op, comm.rank(), e));
+    throw ResourceError(failure_text(sig.op, comm.rank(), e));  // not reached: agree throws
   }
 }
 

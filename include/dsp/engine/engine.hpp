@@ -30,6 +30,7 @@
 #include <string>
 #include <type_traits>
 #include <variant>
+#include <vector>
 
 namespace dsp::detail {
 
@@ -132,6 +133,23 @@ void execute_peer(Comm& comm, const Exec& exec, const PeerPlan& plan, bool typed
   throw Error("dsp: internal error: a point-to-point plan for a backend without point-to-point exchange");
 }
 
+/// The prepare phase's frame: runs `body` (planning, reserving memory) unless
+/// an earlier check already failed, and records a failure in `sig` and `err`
+/// instead of throwing, so that the agreement check can report it on every
+/// rank. Returns body's result, or a default-constructed one on failure.
+template <class Body>
+auto prepare(int rank, Signature& sig, std::string& err, Body&& body) -> decltype(body()) {
+  if (!err.empty()) return {};
+  try {
+    maybe_inject_fault();
+    return body();
+  } catch (const std::exception& e) {
+    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
+    err = failure_text(sig.op, rank, e);
+    return {};
+  }
+}
+
 // ---------------------------------------------------------------- switch
 
 struct SwitchArgs {
@@ -156,9 +174,7 @@ inline Path path_of(const SwitchPlan& p) {
 /// is recorded in `sig` and `err`.
 template <class M, class Comm>
 std::shared_ptr<const SwitchPlan> prepare_switch(Comm& comm, const SwitchArgs& a, Signature& sig, std::string& err) {
-  if (!err.empty()) return nullptr;
-  try {
-    maybe_inject_fault();
+  return prepare(comm.rank(), sig, err, [&] {
     auto plan = cached_switch_plan(a.global, a.i, a.j, comm.rank(), comm.size(), a.eb, capabilities_of<Comm>(),
                                    switch_algorithm());
     sig.algorithm = static_cast<std::uint32_t>(path_of(*plan));
@@ -167,11 +183,7 @@ std::shared_ptr<const SwitchPlan> prepare_switch(Comm& comm, const SwitchArgs& a
     if (const auto* p = std::get_if<AlltoallvPlan>(plan.get())) sb = p->send_elems, rb = p->recv_elems;
     if (sb || rb) workspace<M>(comm).reserve(sb * a.eb, rb * a.eb);
     return plan;
-  } catch (const std::exception& e) {
-    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-    err = failure_text(sig.op, comm.rank(), e);
-    return nullptr;
-  }
+  });
 }
 
 /// Execute phase of an agreed switch.
@@ -231,33 +243,135 @@ struct GatherArgs {
   std::size_t d = 0;  // Sharded<d> -> Replicated
 };
 
+/// Prepare phase of a gather: its plan, and the receive buffer reserved.
 template <class M, class Comm>
-void run_gather(Comm comm, Signature sig, std::string err, const GatherArgs& a) {
-  Busy busy(comm, op_name(sig.op));
-  const int n = comm.size(), p = comm.rank();
-  GatherPlan plan;
-  if (err.empty()) {
-    try {
-      maybe_inject_fault();
-      plan = plan_gather(a.global, a.d, p, n, a.eb, capabilities_of<Comm>(), switch_algorithm());
-      sig.algorithm = static_cast<std::uint32_t>(plan.index() == 0 ? Path::allgather : Path::peer_gather);
-      if (const auto* g = std::get_if<AllgatherPlan>(&plan); g && !g->recv_into_output)
-        workspace<M>(comm).reserve(0, g->recv_elems * a.eb);
-    } catch (const std::exception& e) {
-      sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-      err = failure_text(sig.op, p, e);
-    }
-  }
-  agree(comm, sig, err);
+GatherPlan prepare_gather(Comm& comm, const GatherArgs& a, Signature& sig, std::string& err) {
+  return prepare(comm.rank(), sig, err, [&] {
+    GatherPlan plan =
+        plan_gather(a.global, a.d, comm.rank(), comm.size(), a.eb, capabilities_of<Comm>(), switch_algorithm());
+    sig.algorithm = static_cast<std::uint32_t>(plan.index() == 0 ? Path::allgather : Path::peer_gather);
+    if (const auto* g = std::get_if<AllgatherPlan>(&plan); g && !g->recv_into_output && comm.size() > 1)
+      workspace<M>(comm).reserve(0, g->recv_elems * a.eb);
+    return plan;
+  });
+}
+
+/// Execute phase of an agreed gather. With one rank it is a local copy.
+template <class M, class Comm>
+void execute_gather(Comm& comm, const GatherPlan& plan, const GatherArgs& a) {
   auto exec = execution_space_for<M>(comm);
   if (const auto* peer = std::get_if<PeerPlan>(&plan))
     return execute_peer(comm, exec, *peer, false, a.in, a.out, a.eb, a.global);
+  const std::size_t total = product(a.global);
+  if (comm.size() == 1) {
+    const CopyTask t{contiguous(0, total), contiguous(0, total), total};
+    copy_runs(exec, a.out, a.in, a.eb, std::span(&t, 1));
+    return fence_after<Comm>(exec);
+  }
   const auto& g = std::get<AllgatherPlan>(plan);
-  unsigned char* rbuf = g.recv_into_output ? nullptr : workspace<M>(comm).recv();
+  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
+  unsigned char* rbuf = g.recv_into_output || !ws ? nullptr : ws->recv();
   fence_before_transfer<Comm>(exec);
-  if (product(a.global) > 0)
-    comm.all_gather_v(a.in, g.counts[std::size_t(p)], g.recv_into_output ? a.out : rbuf, g.counts, g.displs, a.eb);
+  if (total > 0)
+    comm.all_gather_v(a.in, g.counts[std::size_t(comm.rank())], g.recv_into_output ? a.out : rbuf, g.counts, g.displs,
+                      a.eb);
   copy_runs(exec, a.out, rbuf, a.eb, g.unpack);
+  fence_after<Comm>(exec);
+}
+
+/// A whole gather: prepare, agree, execute. Collective.
+template <class M, class Comm>
+void run_gather(Comm comm, Signature sig, std::string err, const GatherArgs& a) {
+  Busy busy(comm, op_name(sig.op));
+  const GatherPlan plan = prepare_gather<M>(comm, a, sig, err);
+  agree(comm, sig, err);
+  execute_gather<M>(comm, plan, a);
+}
+
+// ---------------------------------------------------------------- reductions (Partial placements)
+
+struct ReduceArgs {
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::span<const std::size_t> global;  // the block being reduced, the same on every rank of the group
+  ReduceType type = ReduceType::f32;
+  ReduceOp op = ReduceOp::sum;
+  long d = -1;  // reduce-scatter into Sharded<d>; -1: all-reduce
+};
+
+/// A reduce-scatter's layout: the chunk of each rank along d (1-D rule), and
+/// the pack into rank order when the chunks are not contiguous in the input.
+struct ReduceScatterPlan {
+  std::vector<std::size_t> counts;
+  std::vector<CopyTask> pack;  // empty: the input is already in rank order
+  std::size_t elems = 0;
+};
+inline ReduceScatterPlan plan_reduce_scatter(std::span<const std::size_t> global, std::size_t d, int size) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  const Partition pd{global[d], n};
+  const Slab g = slab(global, d);
+  ReduceScatterPlan plan;
+  for (std::size_t q = 0; q < n; ++q) {
+    const std::size_t c = g.elems(pd.count(q));
+    plan.counts.push_back(c);
+    if (g.outer > 1) plan.pack.push_back({contiguous(plan.elems, c), g.runs(pd.offset(q), pd.count(q)), c});
+    plan.elems += c;
+  }
+  return plan;
+}
+
+/// Prepare phase of an all-reduce or reduce-scatter (reserves the pack buffer).
+template <class M, class Comm>
+ReduceScatterPlan prepare_reduce(Comm& comm, const ReduceArgs& a, Signature& sig, std::string& err) {
+  if (a.d < 0) return {};
+  return prepare(comm.rank(), sig, err, [&] {
+    ReduceScatterPlan plan = plan_reduce_scatter(a.global, std::size_t(a.d), comm.size());
+    if (!plan.pack.empty() && comm.size() > 1) workspace<M>(comm).reserve(plan.elems * reduce_bytes(a.type), 0);
+    return plan;
+  });
+}
+
+/// Execute phase of an agreed all-reduce (d < 0) or reduce-scatter into
+/// Sharded<d>. With one rank it is a local copy.
+template <class M, class Comm>
+void execute_reduce(Comm& comm, const ReduceScatterPlan& plan, const ReduceArgs& a) {
+  auto exec = execution_space_for<M>(comm);
+  const std::size_t eb = reduce_bytes(a.type), total = product(a.global);
+  if (comm.size() == 1) {
+    const CopyTask t{contiguous(0, total), contiguous(0, total), total};
+    copy_runs(exec, a.out, a.in, eb, std::span(&t, 1));
+    return fence_after<Comm>(exec);
+  }
+  if constexpr (Reductions<Comm>) {
+    if (a.d < 0) {
+      fence_before_transfer<Comm>(exec);
+      if (total > 0) comm.all_reduce(a.in, a.out, total, a.type, a.op);
+      return fence_after<Comm>(exec);
+    }
+    const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
+    unsigned char* sbuf = plan.pack.empty() || !ws ? nullptr : ws->send();
+    copy_runs(exec, sbuf, a.in, eb, plan.pack);
+    fence_before_transfer<Comm>(exec);
+    if (total > 0) comm.reduce_scatter(plan.pack.empty() ? a.in : sbuf, a.out, plan.counts, a.type, a.op);
+    fence_after<Comm>(exec);
+  } else {
+    throw Error("dsp: internal error: a reduction on a backend without reductions");
+  }
+}
+
+/// Replicated -> Partial<Op>: local. For a sum the rank at coordinate 0
+/// keeps the value and the others hold zeros; for max and min every rank
+/// keeps it (the reduction of equal values is the value).
+template <class M, class Comm>
+void execute_to_partial(const Comm& comm, const void* in, void* out, std::size_t bytes, bool keep) {
+  auto exec = execution_space_for<M>(comm);
+  if (keep) {
+    const CopyTask t{contiguous(0, bytes), contiguous(0, bytes), bytes};
+    copy_runs(exec, out, in, 1, std::span(&t, 1));
+  } else if (bytes > 0) {
+    using Bytes = Kokkos::View<unsigned char*, M, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::deep_copy(exec, Bytes(static_cast<unsigned char*>(out), bytes), 0);
+  }
   fence_after<Comm>(exec);
 }
 
@@ -278,20 +392,15 @@ template <class M, class Comm>
 void run_from_root(Comm comm, Signature sig, std::string err, const RootArgs& a) {
   Busy busy(comm, op_name(sig.op));
   const int p = comm.rank(), n = comm.size();
-  ScatterPlan plan;
-  if (err.empty()) {
-    try {
-      maybe_inject_fault();
-      sig.algorithm = static_cast<std::uint32_t>(a.d >= 0 ? Path::scatter : Path::broadcast);
-      if (a.d >= 0) {
-        plan = plan_scatter(a.global, std::size_t(a.d), p, n, a.root);
-        if (plan.send_elems) workspace<M>(comm).reserve(plan.send_elems * a.eb, 0);
-      }
-    } catch (const std::exception& e) {
-      sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-      err = failure_text(sig.op, p, e);
+  sig.algorithm = static_cast<std::uint32_t>(a.d >= 0 ? Path::scatter : Path::broadcast);
+  const ScatterPlan plan = prepare(p, sig, err, [&] {
+    ScatterPlan sp;
+    if (a.d >= 0) {
+      sp = plan_scatter(a.global, std::size_t(a.d), p, n, a.root);
+      if (sp.send_elems) workspace<M>(comm).reserve(sp.send_elems * a.eb, 0);
     }
-  }
+    return sp;
+  });
   agree(comm, sig, err);
   auto exec = execution_space_for<M>(comm);
   const std::size_t total = product(a.global);

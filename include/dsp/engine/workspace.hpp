@@ -19,15 +19,7 @@
 
 namespace dsp::detail {
 
-/// Registers, once per process, the Kokkos finalize hook that drops every
-/// communicator's cached Kokkos memory: no buffer may outlive Kokkos::finalize.
-inline void watch_kokkos_finalize() {
-  static const bool once = [] {
-    Kokkos::push_finalize_hook([] { CommResources::release_all(); });
-    return true;
-  }();
-  (void)once;
-}
+inline void watch_kokkos_finalize() { release_resources_at_kokkos_finalize(); }
 
 /// Grow-only send and receive buffers in MemorySpace. A collective reserves
 /// what it needs while it prepares (where a failure can still be reported to

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: a K-axis process mesh over a communicator.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/engine/agree.hpp>
+#include <dsp/engine/engine.hpp>
+#include <dsp/error.hpp>
+#include <dsp/plan/redistribute.hpp>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+
+namespace dsp {
+
+/// The ranks of a communicator arranged as a K-dim grid of shape
+/// `shape()` (1 to 4 axes), in row-major order: rank = c0 * (s1 * ... *
+/// sK-1) + ... + cK-1, the last axis varying fastest. `axis(a)` is a
+/// communicator of the same type over the ranks that differ only in
+/// coordinate a; its rank() is this rank's coords()[a]. Copies share the
+/// axis communicators, which are made once, by the constructor.
+///
+/// Tensors on a mesh have one placement per axis (dsp::Axes): a dim sharded
+/// by several axes is split by them in axis order, over the lowest axis first
+/// (the 1-D rule), then each block over the next axis; a rank's block is still
+/// one box. dsp::redistribute moves a tensor between placements.
+template <std::size_t K, Communicator Comm>
+class Mesh {
+  static_assert(K >= 1 && K <= detail::kMaxAxes, "dsp::Mesh: a mesh has 1 to 4 axes.");
+  static_assert(K == 1 || Splittable<Comm>,
+                "dsp::Mesh: a mesh of two or more axes needs a communicator that can split into subgroups "
+                "(dsp::Splittable: MpiCommunicator, NCCL, the staged and counting wrappers of those).");
+
+ public:
+  using communicator_type = Comm;
+  using memory_space = typename Comm::memory_space;
+  static constexpr std::size_t axes = K;
+
+  /// Collective over `comm`. Throws InvalidArgument on every rank unless every
+  /// extent of `shape` is at least 1 and their product is comm.size(), and
+  /// MismatchError when the ranks pass different shapes; nothing is split then.
+  Mesh(const Comm& comm, const std::array<int, K>& shape, std::source_location loc = std::source_location::current())
+      : s_(std::make_shared<State>(comm, shape)) {
+    State& s = *s_;
+    detail::Signature sig;
+    sig.op = static_cast<std::uint32_t>(detail::Op::make_mesh);
+    sig.mesh_axes = K;
+    for (std::size_t a = 0; a < K; ++a) sig.mesh_shape[a] = shape[a];
+    detail::set_site(sig, loc);
+    long long product = 1;
+    bool positive = true;
+    for (int x : shape) positive = positive && x >= 1, product *= x > 0 ? x : 1;
+    std::string err;
+    if (!positive || product != comm.size()) {
+      err = "dsp::Mesh: the shape " + text(shape) + " does not fit a communicator of " + std::to_string(comm.size()) +
+            " ranks (every extent >= 1, product equal to the rank count)";
+      sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);
+    }
+    {
+      detail::Busy busy(s.world, "dsp::Mesh construction");
+      detail::agree(s.world, sig, err);
+    }
+    int rest = comm.rank();
+    for (std::size_t a = K; a-- > 0;) {
+      s.coords[a] = rest % shape[a];
+      rest /= shape[a];
+    }
+    for (std::size_t a = 0; a < K; ++a) {
+      if constexpr (K == 1) {
+        s.axes[a].emplace(s.world);
+      } else {
+        int color = 0;  // the linear index of the other coordinates: one group per line along axis a
+        for (std::size_t b = 0; b < K; ++b)
+          if (b != a) color = color * shape[b] + s.coords[b];
+        s.axes[a].emplace(s.world.split(color, s.coords[a]));
+      }
+    }
+  }
+
+  /// The mesh's extents, one per axis.
+  const std::array<int, K>& shape() const noexcept { return s_->shape; }
+  /// This rank's coordinates, one per axis.
+  const std::array<int, K>& coords() const noexcept { return s_->coords; }
+  /// The communicator of the ranks that differ from this one only in
+  /// coordinate a (rank = coords()[a], size = shape()[a]). Throws
+  /// InvalidArgument for a >= K.
+  const Comm& axis(std::size_t a) const {
+    if (a >= K)
+      throw InvalidArgument("dsp::Mesh::axis: axis " + std::to_string(a) + " of a mesh of " + std::to_string(K) +
+                            " axes");
+    return *s_->axes[a];
+  }
+  /// The communicator the mesh was built from (all ranks).
+  const Comm& world() const noexcept { return s_->world; }
+  int rank() const noexcept { return s_->world.rank(); }
+  int size() const noexcept { return s_->world.size(); }
+  /// The identity of this mesh (copies share it; two meshes of one communicator differ).
+  const void* id() const noexcept { return s_.get(); }
+  const CommResources& resources() const noexcept { return s_->world.resources(); }
+
+  /// The same group of ranks arranged the same way.
+  friend bool operator==(const Mesh& a, const Mesh& b) {
+    if (a.s_ == b.s_) return true;
+    if (a.s_->shape != b.s_->shape) return false;
+    if (a.s_->world.id() == b.s_->world.id()) return true;
+    if constexpr (requires { a.s_->world == b.s_->world; }) return a.s_->world == b.s_->world;
+    else return false;
+  }
+
+ private:
+  static std::string text(const std::array<int, K>& v) {
+    std::string t = "[";
+    for (std::size_t a = 0; a < K; ++a) t += (a ? ", " : "") + std::to_string(v[a]);
+    return t + "]";
+  }
+  struct State {
+    State(const Comm& c, const std::array<int, K>& s) : world(c), shape(s) {}
+    Comm world;
+    std::array<int, K> shape{}, coords{};
+    std::array<std::optional<Comm>, K> axes;
+  };
+  std::shared_ptr<State> s_;
+};
+
+template <class G>
+struct is_mesh : std::false_type {};
+template <std::size_t K, class Comm>
+struct is_mesh<Mesh<K, Comm>> : std::true_type {};
+/// True for dsp::Mesh types.
+template <class G>
+inline constexpr bool is_mesh_v = is_mesh<std::remove_cvref_t<G>>::value;
+
+namespace detail {
+
+/// A plain communicator seen as a mesh of one axis, and a mesh as itself:
+/// the view the redistribution engine works with.
+template <class G>
+struct group_traits {  // a Communicator
+  static constexpr std::size_t axes = 1;
+  using comm_type = G;
+  static const G& world(const G& g) { return g; }
+  static const G& axis(const G& g, std::size_t) { return g; }
+  static std::array<int, 1> shape(const G& g) { return {g.size()}; }
+  static std::array<int, 1> coords(const G& g) { return {g.rank()}; }
+};
+template <std::size_t K, class Comm>
+struct group_traits<Mesh<K, Comm>> {
+  static constexpr std::size_t axes = K;
+  using comm_type = Comm;
+  static const Comm& world(const Mesh<K, Comm>& m) { return m.world(); }
+  static const Comm& axis(const Mesh<K, Comm>& m, std::size_t a) { return m.axis(a); }
+  static const std::array<int, K>& shape(const Mesh<K, Comm>& m) { return m.shape(); }
+  static const std::array<int, K>& coords(const Mesh<K, Comm>& m) { return m.coords(); }
+};
+
+/// The placement codes of a layout: one per axis (Axes<...>), or one.
+template <class L>
+struct placement_codes {
+  static constexpr std::array<long, 1> value{layout_code<L>()};
+};
+template <class... P>
+struct placement_codes<Axes<P...>> {
+  static constexpr std::array<long, sizeof...(P)> value{layout_code<P>()...};
+};
+
+}  // namespace detail
+}  // namespace dsp

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: the planner of dsp::redistribute on a process mesh. Pure, constexpr.
+//
+// A placement of a tensor on a K-axis mesh is one code per axis (layout.hpp:
+// D for Sharded<D>, -1 Replicated, -2.. Partial). A step changes the code of
+// one axis with one collective on that axis's communicator (or none):
+//
+//   Sharded<i> -> Sharded<j>   switch          all-to-all
+//   Sharded<i> -> Replicated   gather          all-gather
+//   Replicated -> Sharded<j>   split           local
+//   Partial    -> Replicated   all-reduce
+//   Partial    -> Sharded<j>   reduce-scatter
+//   Replicated -> Partial      local (the rank at coordinate 0 keeps the value)
+//
+// A step on axis a that touches dim d is exact only when a is the innermost
+// axis sharding d, before (for the dim it leaves) and after (for the dim it
+// enters): no axis b > a shards d. Then the ranks along axis a hold one block
+// of d between them, split by the 1-D rule, and the step is the 1-D primitive
+// on that block. planner() finds the cheapest sequence of such steps by
+// Dijkstra's algorithm over placements, at compile time.
+#pragma once
+
+#include <dsp/partition.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace dsp::detail {
+
+/// The most axes a mesh may have.
+inline constexpr std::size_t kMaxAxes = 4;
+
+enum class StepKind : int { switch_dims, gather, split, all_reduce, reduce_scatter, to_partial };
+
+constexpr const char* step_name(StepKind k) {
+  switch (k) {
+    case StepKind::switch_dims: return "switch";
+    case StepKind::gather: return "gather";
+    case StepKind::split: return "split";
+    case StepKind::all_reduce: return "all-reduce";
+    case StepKind::reduce_scatter: return "reduce-scatter";
+    case StepKind::to_partial: return "to-partial";
+  }
+  return "?";
+}
+
+/// Whether a step kind communicates (one collective on its axis).
+constexpr bool communicates(StepKind k) { return k != StepKind::split && k != StepKind::to_partial; }
+
+/// One step of a plan: on `axis`, the placement code goes from `from` to `to`.
+struct MeshStep {
+  StepKind kind = StepKind::split;
+  int axis = 0;
+  long from = 0, to = 0;
+  friend constexpr bool operator==(const MeshStep&, const MeshStep&) = default;
+};
+
+/// The most steps a plan may have (a bound the planner checks).
+inline constexpr std::size_t kMaxSteps = 16;
+
+template <std::size_t K>
+struct MeshPlan {
+  std::array<MeshStep, kMaxSteps> steps{};
+  std::size_t size = 0;
+  bool found = false;
+  constexpr const MeshStep* begin() const { return steps.data(); }
+  constexpr const MeshStep* end() const { return steps.data() + size; }
+};
+
+/// Whether no axis after `a` shards `dim` in state s (so `a` is innermost for it).
+template <std::size_t K>
+constexpr bool innermost(const std::array<long, K>& s, std::size_t a, long dim) {
+  for (std::size_t b = a + 1; b < K; ++b)
+    if (s[b] == dim) return false;
+  return true;
+}
+
+/// The kind of the single step that sets axis a of state s to code q, or -1
+/// when no single exact step does.
+template <std::size_t K>
+constexpr int step_kind(const std::array<long, K>& s, std::size_t a, long q) {
+  const long p = s[a];
+  const bool pp = p <= -2, qp = q <= -2;
+  if (p == q) return -1;
+  if (p >= 0 && q >= 0) return innermost(s, a, p) && innermost(s, a, q) ? int(StepKind::switch_dims) : -1;
+  if (p >= 0 && q == -1) return innermost(s, a, p) ? int(StepKind::gather) : -1;
+  if (p == -1 && q >= 0) return innermost(s, a, q) ? int(StepKind::split) : -1;
+  if (pp && q == -1) return int(StepKind::all_reduce);
+  if (pp && q >= 0) return innermost(s, a, q) ? int(StepKind::reduce_scatter) : -1;
+  if (p == -1 && qp) return int(StepKind::to_partial);
+  return -1;
+}
+
+/// The planner's cost of a step from state s, on a reference mesh whose axes
+/// all have kRefAxis ranks and a tensor of kRefAxis^K units whose extents
+/// divide evenly: bytes per rank (scaled by kRefAxis to stay integral). A
+/// switch moves (n-1)/n of the block, a gather receives n-1 blocks, an
+/// all-reduce moves 2(n-1)/n (reduce-scatter + all-gather), a reduce-scatter
+/// (n-1)/n, local steps nothing. The plan's exact cost for real extents and
+/// a real mesh is redistribute_cost() (cost.hpp).
+inline constexpr std::uint64_t kRefAxis = 8;
+template <std::size_t K>
+constexpr std::uint64_t step_cost(const std::array<long, K>& s, StepKind k) {
+  std::size_t sharding = 0;
+  for (long c : s) sharding += c >= 0 ? 1 : 0;
+  std::uint64_t b = 1;  // the block, scaled: kRefAxis^(K - sharding)
+  for (std::size_t e = sharding; e < K; ++e) b *= kRefAxis;
+  const std::uint64_t n = kRefAxis;
+  switch (k) {
+    case StepKind::switch_dims: return b * (n - 1);
+    case StepKind::gather: return b * n * (n - 1);
+    case StepKind::all_reduce: return 2 * b * (n - 1);
+    case StepKind::reduce_scatter: return b * (n - 1);
+    default: return 0;
+  }
+}
+
+/// The dims and codes the planner considers: Replicated, the Partial codes
+/// named in `from` or `to`, the dims they name, and up to K more dims of the
+/// tensor (without sizes, any two unnamed dims are alike, so K of them give
+/// every plan that a tensor of more dims could use).
+template <std::size_t K>
+struct Alphabet {
+  std::array<long, 3 + 2 * K + K> codes{};
+  std::size_t size = 0;
+  constexpr void add(long c) {
+    for (std::size_t k = 0; k < size; ++k)
+      if (codes[k] == c) return;
+    codes[size++] = c;
+  }
+  constexpr std::size_t index(long c) const {
+    for (std::size_t k = 0; k < size; ++k)
+      if (codes[k] == c) return k;
+    return size;
+  }
+};
+template <std::size_t K>
+constexpr Alphabet<K> alphabet(const std::array<long, K>& from, const std::array<long, K>& to, std::size_t rank) {
+  Alphabet<K> a;
+  a.add(-1);
+  for (long c : from) a.add(c);
+  for (long c : to) a.add(c);
+  std::size_t extra = 0;
+  for (std::size_t d = 0; d < rank && extra < K; ++d)
+    if (a.index(long(d)) == a.size) a.add(long(d)), ++extra;
+  return a;
+}
+
+constexpr std::size_t ipow(std::size_t b, std::size_t e) {
+  std::size_t r = 1;
+  while (e--) r *= b;
+  return r;
+}
+
+/// A lower bound of the key (cost << 20, collectives << 10, steps) of going
+/// from code x to code t on one axis, whatever the other axes do: the A*
+/// heuristic of plan_mesh. Each term is at most one step's least cost, so the
+/// bound never overestimates and is consistent (a step changes one axis).
+constexpr std::uint64_t axis_bound(long x, long t) {
+  if (x == t) return 0;
+  const std::uint64_t n = kRefAxis, one = 1 << 10 | 1;               // one collective, one step
+  if (x >= 0 && t >= 0) return (n - 1) << 20 | one;                  // a switch at the smallest block
+  if (x >= 0) return (n * (n - 1)) << 20 | one;                      // a gather first (to Replicated or Partial)
+  if (x <= -2) return (t >= 0 ? (n - 1) : 2 * (n - 1)) << 20 | one;  // a reduce-scatter or an all-reduce
+  return 1;                                                          // a local step from Replicated
+}
+
+/// The cheapest plan from `from` to `to` for a tensor of `rank` dims: by the
+/// reference cost, then the number of collectives, then the number of steps.
+/// NStates bounds the state space (alphabet size ^ K). A* with axis_bound.
+template <std::size_t K, std::size_t NStates>
+constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::array<long, K>& to, std::size_t rank) {
+  const Alphabet<K> A = alphabet(from, to, rank);
+  const std::size_t V = ipow(A.size, K);
+  std::array<std::size_t, K> weight{};  // state index = sum over axes of digit * weight
+  for (std::size_t a = K; a-- > 0;) weight[a] = a + 1 == K ? 1 : weight[a + 1] * A.size;
+  auto encode = [&](const std::array<long, K>& s) {
+    std::size_t x = 0;
+    for (std::size_t a = 0; a < K; ++a) x += A.index(s[a]) * weight[a];
+    return x;
+  };
+  auto decode = [&](std::size_t x, std::array<long, K>& s, std::array<std::size_t, K>& digit) {
+    for (std::size_t a = 0; a < K; ++a) {
+      digit[a] = x / weight[a];
+      x %= weight[a];
+      s[a] = A.codes[digit[a]];
+    }
+  };
+  // Dijkstra with an indexed binary heap. One integer key per state: the
+  // cost, then the number of collectives, then the number of steps (each
+  // below 2^10 for any plan of at most kMaxSteps steps). Plain arrays and
+  // integer keys keep the constant evaluator within its operation budget.
+  constexpr std::uint64_t inf = ~std::uint64_t(0) >> 1;
+  std::uint64_t dist[NStates]{}, f[NStates]{};  // f = dist + the bound to the goal: the heap's order
+  std::size_t prev[NStates]{}, heap[NStates]{}, pos[NStates]{};
+  MeshStep via[NStates]{};
+  bool done[NStates]{};
+  std::size_t heap_size = 0;
+  const std::size_t none = ~std::size_t(0);
+  for (std::size_t v = 0; v < V; ++v) pos[v] = none, prev[v] = none, dist[v] = inf;
+  auto swap_at = [&](std::size_t i, std::size_t j) {
+    const std::size_t t = heap[i];
+    heap[i] = heap[j];
+    heap[j] = t;
+    pos[heap[i]] = i;
+    pos[heap[j]] = j;
+  };
+  const std::size_t s0 = encode(from), goal = encode(to);
+  // The bound to the goal: the larger of two consistent bounds. Per axis, the
+  // least one step must cost (axis_bound); and the gathers: only a gather
+  // lowers the number of sharding axes, one by one, and a gather at a given
+  // number of sharding axes costs what step_cost says, so going from s to the
+  // goal's s_t sharding axes costs at least those s - s_t gathers.
+  std::size_t goal_sharding = 0;
+  for (long c : to) goal_sharding += c >= 0 ? 1 : 0;
+  auto bound = [&](const std::array<long, K>& t) {
+    std::uint64_t h = 0;
+    for (std::size_t a = 0; a < K; ++a) h += axis_bound(t[a], to[a]);
+    std::size_t sharding = 0;
+    for (long c : t) sharding += c >= 0 ? 1 : 0;
+    std::uint64_t g = 0, b = 1, n = kRefAxis;  // gathers at sharding levels sharding, ..., goal_sharding + 1
+    for (std::size_t e = sharding; e < K; ++e) b *= n;
+    for (std::size_t k = sharding; k > goal_sharding; --k, b *= n) g += (b * n * (n - 1)) << 20 | (1 << 10 | 1);
+    return h > g ? h : g;
+  };
+  dist[s0] = 0;
+  f[s0] = bound(from);
+  heap[0] = s0, pos[s0] = 0, heap_size = 1;
+  while (heap_size > 0) {
+    const std::size_t u = heap[0];
+    swap_at(0, heap_size - 1);
+    --heap_size;
+    pos[u] = none;
+    for (std::size_t i = 0;;) {  // sift down
+      std::size_t m = i;
+      const std::size_t l = 2 * i + 1, r = l + 1;
+      if (l < heap_size && f[heap[l]] < f[heap[m]]) m = l;
+      if (r < heap_size && f[heap[r]] < f[heap[m]]) m = r;
+      if (m == i) break;
+      swap_at(i, m);
+      i = m;
+    }
+    done[u] = true;
+    if (u == goal) break;
+    std::array<long, K> s{};
+    std::array<std::size_t, K> digit{};
+    decode(u, s, digit);
+    std::uint64_t block_cost[6] = {};  // by StepKind, from this state
+    for (int k = 0; k < 6; ++k) block_cost[k] = step_cost(s, static_cast<StepKind>(k));
+    // top[k]: the last axis whose code is A.codes[k] (K if none): axis a is
+    // innermost for a dim exactly when top[dim] <= a (step_kind's rule, O(1)).
+    std::size_t top[3 * K + 3] = {};
+    for (std::size_t k = 0; k < A.size; ++k) top[k] = K;
+    for (std::size_t a = 0; a < K; ++a) top[digit[a]] = a;
+    for (std::size_t a = 0; a < K; ++a)
+      for (std::size_t k = 0; k < A.size; ++k) {
+        const long p = s[a], q = A.codes[k];
+        if (k == digit[a]) continue;
+        const bool p_in = p < 0 || top[digit[a]] <= a, q_in = q < 0 || top[k] == K || top[k] <= a;
+        int kind = -1;
+        if (p >= 0 && q >= 0) kind = p_in && q_in ? int(StepKind::switch_dims) : -1;
+        else if (p >= 0 && q == -1) kind = p_in ? int(StepKind::gather) : -1;
+        else if (p == -1 && q >= 0) kind = q_in ? int(StepKind::split) : -1;
+        else if (p <= -2 && q == -1) kind = int(StepKind::all_reduce);
+        else if (p <= -2 && q >= 0) kind = q_in ? int(StepKind::reduce_scatter) : -1;
+        else if (p == -1 && q <= -2) kind = int(StepKind::to_partial);
+        if (kind < 0) continue;
+        const std::size_t v = u - digit[a] * weight[a] + k * weight[a];
+        if (done[v]) continue;
+        const std::uint64_t nk =
+            dist[u] + (block_cost[kind] << 20) + (communicates(static_cast<StepKind>(kind)) ? 1u << 10 : 0u) + 1;
+        if (nk >= dist[v]) continue;
+        std::array<long, K> t = s;
+        t[a] = q;
+        dist[v] = nk;
+        f[v] = nk + bound(t);
+        prev[v] = u;
+        via[v] = MeshStep{static_cast<StepKind>(kind), int(a), s[a], A.codes[k]};
+        if (pos[v] == none) heap[heap_size] = v, pos[v] = heap_size, ++heap_size;
+        for (std::size_t i = pos[v]; i > 0 && f[heap[i]] < f[heap[(i - 1) / 2]]; i = (i - 1) / 2)
+          swap_at(i, (i - 1) / 2);  // sift up
+      }
+  }
+  MeshPlan<K> plan;
+  if (!done[goal]) return plan;
+  std::array<MeshStep, kMaxSteps> rev{};
+  std::size_t n = 0;
+  for (std::size_t v = goal; v != s0; v = prev[v]) {
+    if (n == kMaxSteps) return plan;
+    rev[n++] = via[v];
+  }
+  for (std::size_t k = 0; k < n; ++k) plan.steps[k] = rev[n - 1 - k];
+  plan.size = n;
+  plan.found = true;
+  return plan;
+}
+
+/// The state space size plan_mesh needs for these placements.
+template <std::size_t K>
+constexpr std::size_t plan_states(const std::array<long, K>& from, const std::array<long, K>& to, std::size_t rank) {
+  return ipow(alphabet(from, to, rank).size, K);
+}
+
+/// The group extents of a step on axis `a` from placement `state`: this
+/// rank's box with axis a's split undone. A step is exact only where `a` is
+/// the innermost axis for the dims it touches, so this is the block the ranks
+/// along axis a share, and the step is the 1-D primitive on it.
+template <std::size_t K, std::size_t R>
+constexpr std::array<std::size_t, R> group_extents(const std::array<std::size_t, R>& global, std::array<long, K> state,
+                                                   std::size_t a, const std::array<int, K>& shape,
+                                                   const std::array<int, K>& coords) {
+  state[a] = -1;
+  return nested_box(global, std::span<const long>(state), std::span<const int>(shape), std::span<const int>(coords))
+      .count;
+}
+
+}  // namespace dsp::detail

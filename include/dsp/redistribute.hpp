@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: redistribute a tensor between any two placements of its communicator
+// or mesh, by a plan fixed at compile time; and the single exact steps on one
+// mesh axis that plans are made of.
+//
+//   using XPencil = dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>;
+//   dsp::DistTensor<double, 3, XPencil, dsp::Mesh<2, dsp::MpiCommunicator>> x{mesh, {N0, N1, N2}};
+//   auto y = dsp::redistribute<dsp::Axes<dsp::Sharded<0>, dsp::Sharded<2>>>(x);  // one all-to-all on axis 0
+//   using P = dsp::redistribute_plan<XPencil, dsp::Axes<dsp::Sharded<0>, dsp::Sharded<2>>, 3>;
+//   static_assert(P::size() == 1);
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/cost.hpp>
+#include <dsp/engine/dispatch.hpp>
+#include <dsp/engine/redistribute.hpp>
+#include <dsp/layout.hpp>
+#include <dsp/mesh.hpp>
+#include <dsp/plan/redistribute.hpp>
+#include <dsp/primitives.hpp>
+#include <dsp/tensor.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <array>
+#include <complex>
+#include <cstdint>
+#include <source_location>
+#include <string>
+#include <type_traits>
+
+namespace dsp {
+namespace detail {
+
+/// The reduce type of an element type, for Partial placements.
+template <class T>
+constexpr int reduce_type_code() {
+  if constexpr (std::is_same_v<T, float>) return int(ReduceType::f32);
+  else if constexpr (std::is_same_v<T, double>) return int(ReduceType::f64);
+  else if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 4) return int(ReduceType::i32);
+  else if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 8) return int(ReduceType::i64);
+  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) == 4) return int(ReduceType::u32);
+  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) == 8) return int(ReduceType::u64);
+  else if constexpr (std::is_same_v<T, Kokkos::complex<float>> || std::is_same_v<T, std::complex<float>>)
+    return int(ReduceType::c64);
+  else if constexpr (std::is_same_v<T, Kokkos::complex<double>> || std::is_same_v<T, std::complex<double>>)
+    return int(ReduceType::c128);
+  else return -1;
+}
+template <class T>
+constexpr bool is_complex_reduce_v = reduce_type_code<T>() == int(ReduceType::c64) || reduce_type_code<T>() ==
+                                                                                          int(ReduceType::c128);
+
+/// The placement codes of a layout and the number of axes.
+template <class L>
+inline constexpr auto codes_v = placement_codes<L>::value;
+
+/// Whether any code is a Partial one, and whether any is Partial<Max|Min>.
+template <std::size_t K>
+constexpr bool has_partial(const std::array<long, K>& c) {
+  for (long x : c)
+    if (x <= kPartialSum) return true;
+  return false;
+}
+template <std::size_t K>
+constexpr bool has_max_min(const std::array<long, K>& c) {
+  for (long x : c)
+    if (x == kPartialMax || x == kPartialMin) return true;
+  return false;
+}
+
+/// The smallest tensor rank that fits both layouts.
+template <class From, class To>
+constexpr std::size_t fitting_rank() {
+  std::size_t r = 1;
+  for (long x : codes_v<From>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
+  for (long x : codes_v<To>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
+  return r;
+}
+
+template <class From, class To, std::size_t Rank>
+constexpr auto make_plan() {
+  constexpr auto f = codes_v<From>;
+  constexpr auto t = codes_v<To>;
+  static_assert(f.size() == t.size(), "dsp::redistribute_plan: From and To must have the same number of axes.");
+  return plan_mesh<f.size(), plan_states(f, t, Rank)>(f, t, Rank);
+}
+
+}  // namespace detail
+
+/// The plan dsp::redistribute runs to move a tensor of `Rank` dims from
+/// layout From to layout To (both dsp::Axes<...> with one placement per mesh
+/// axis, or both single placements for a plain communicator), fixed at
+/// compile time: the cheapest sequence of exact single-axis steps on a
+/// reference mesh (every axis of 8 ranks, evenly divisible extents; ties: fewer
+/// collectives, then fewer steps). `cost()` is its exact cost for given
+/// extents and mesh shape. Rank defaults to the smallest rank the layouts fit;
+/// name it to let the plan pass through dims the layouts do not name.
+template <class From, class To, std::size_t Rank = detail::fitting_rank<From, To>()>
+struct redistribute_plan {
+  static_assert(layout_fits_v<From, Rank> && layout_fits_v<To, Rank>,
+                "dsp::redistribute_plan: a Sharded<D> names a dim D >= the tensor's rank.");
+  /// The number of mesh axes (1 for a plain communicator).
+  static constexpr std::size_t axes = detail::codes_v<From>.size();
+  static constexpr std::array<long, axes> from = detail::codes_v<From>;
+  static constexpr std::array<long, axes> to = detail::codes_v<To>;
+  /// The steps, in order.
+  static constexpr detail::MeshPlan<axes> plan = detail::make_plan<From, To, Rank>();
+  static_assert(plan.found, "dsp::redistribute_plan: no plan found (a bug: every placement reaches every other).");
+
+  /// The number of steps (0: From == To, a copy).
+  static constexpr std::size_t size() { return plan.size; }
+  /// Step k: its kind (detail::StepKind), axis, and the axis's placement code before and after.
+  static constexpr detail::MeshStep step(std::size_t k) { return plan.steps[k]; }
+  /// The number of steps that communicate.
+  static constexpr std::size_t collectives() {
+    std::size_t c = 0;
+    for (const auto& s : plan) c += detail::communicates(s.kind) ? 1 : 0;
+    return c;
+  }
+
+  /// The exact cost on the rank at `coords` of a mesh of `shape`, for a
+  /// tensor of global extents `e` with `elem_bytes`-byte elements: per step
+  /// (collectives, bytes this rank sends), totals, and the largest total over
+  /// the mesh's ranks. constexpr. Throws InvalidArgument for a coordinate
+  /// outside the shape, and when a byte count overflows std::size_t.
+  template <std::size_t R>
+  static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                           const std::array<int, axes>& shape, const std::array<int, axes>& coords) {
+    static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
+    return redistribute_cost(plan, from, e, elem_bytes, shape, coords);
+  }
+  /// The same on a plain communicator: rank `rank` of `n`.
+  template <std::size_t R>
+  static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                           std::size_t rank) requires(axes == 1) {
+    return cost(e, elem_bytes, std::array<int, 1>{int(n)}, std::array<int, 1>{int(rank)});
+  }
+
+  /// The steps as text, e.g. "switch on axis 0: Sharded<1> -> Sharded<0>".
+  static std::string text() {
+    if (plan.size == 0) return "(none: a copy)";
+    std::string t;
+    for (std::size_t k = 0; k < plan.size; ++k) {
+      const auto& s = plan.steps[k];
+      t += (k ? "; " : "") + std::string(detail::step_name(s.kind)) + " on axis " + std::to_string(s.axis) + ": " +
+           detail::layout_text(s.from) + " -> " + detail::layout_text(s.to);
+    }
+    return t;
+  }
+};
+
+namespace detail {
+
+/// The compile-time rules of redistribute<To>(x), in one place.
+template <class To, class X>
+constexpr bool redistribute_ok() {
+  static_assert(is_dist_tensor_v<X>, "dsp::redistribute: the argument must be a dsp::DistTensor.");
+  if constexpr (is_dist_tensor_v<X>) {
+    using Xt = tensor_t<X>;
+    using G = typename Xt::communicator_type;
+    constexpr bool on_mesh = is_mesh_v<G>;
+    if constexpr (on_mesh) {
+      constexpr bool axes_ok = [] {
+        if constexpr (is_axes_v<To>) return To::size == G::axes;
+        else return false;
+      }();
+      static_assert(axes_ok,
+                    "dsp::redistribute<To>: on a dsp::Mesh, To must be dsp::Axes<...> with exactly one "
+                    "placement per mesh axis.");
+      if constexpr (!axes_ok) return false;
+    } else {
+      static_assert(Placement<To>,
+                    "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, "
+                    "dsp::Sharded<D> or dsp::Partial<Op>.");
+      if constexpr (!Placement<To>) return false;
+    }
+    constexpr bool fits = layout_fits_v<To, Xt::rank>;
+    static_assert(fits,
+                  "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the "
+                  "tensor's rank.");
+    if constexpr (!fits) return false;
+    else {
+      constexpr bool partial = has_partial(codes_v<typename Xt::layout_type>) || has_partial(codes_v<To>);
+      using T = typename Xt::value_type;
+      constexpr bool reducible = !partial || reduce_type_code<T>() >= 0;
+      static_assert(reducible,
+                    "dsp::redistribute: a Partial placement reduces elements, so the element type must be "
+                    "float, double, a 32- or 64-bit integer, or a complex of float or double.");
+      constexpr bool ordered = !partial || !is_complex_reduce_v<T> ||
+                               !(has_max_min(codes_v<typename Xt::layout_type>) || has_max_min(codes_v<To>));
+      static_assert(ordered,
+                    "dsp::redistribute: Partial<Max> and Partial<Min> need ordered values; complex values "
+                    "can only be summed (Partial<Sum>).");
+      constexpr bool backend = !partial || Reductions<typename group_traits<G>::comm_type>;
+      static_assert(backend,
+                    "dsp::redistribute: a Partial placement needs a backend with reductions "
+                    "(dsp::Reductions: all_reduce and reduce_scatter).");
+      return reducible && ordered && backend;
+    }
+  }
+  return false;
+}
+
+/// One plan for redistribute's front ends.
+template <class X, class To>
+using plan_of = redistribute_plan<typename tensor_t<X>::layout_type, To, tensor_t<X>::rank>;
+
+template <class To, class X, class Y>
+void redistribute_into(const X& x, Y& y, const std::source_location& loc, const MeshPlan<plan_of<X, To>::axes>& plan) {
+  using Xt = tensor_t<X>;
+  using T = typename Xt::value_type;
+  using G = typename Xt::communicator_type;
+  using P = plan_of<X, To>;
+  Signature sig = make_signature<T>(Op::redistribute, x.global_extents(), 0, 0, loc);
+  Xt::set_layouts(sig, x.communicator());
+  for (std::size_t a = 0; a < P::axes; ++a) sig.dst_layout[a] = P::to[a];
+  sig.arg = static_cast<std::int64_t>(switch_algorithm());
+  std::string err = check_output("dsp::redistribute", x, y);
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
+  constexpr int rt = reduce_type_code<T>();
+  run_redistribute<typename Xt::memory_space, G>(
+      x.communicator(), sig, std::move(err), plan, P::from, x.global_extents(),
+      RedistributeArgs{x.local().data(), y.local().data(), sizeof(T), static_cast<ReduceType>(rt < 0 ? 0 : rt)});
+}
+
+/// Whether redistribute<To> of a plain communicator's tensor is one of the
+/// paper's primitives (then it is that call: switch, gather or split).
+template <class To, class X>
+constexpr bool is_primitive_step() {
+  using L = typename tensor_t<X>::layout_type;
+  if constexpr (is_mesh_v<typename tensor_t<X>::communicator_type>) return false;
+  else return Layout<L> && Layout<To> && !(is_replicated_v<L> && is_replicated_v<To>);
+}
+
+}  // namespace detail
+
+/// Moves `x` to layout To: on a dsp::Mesh, To is dsp::Axes<...> (one
+/// placement per axis); on a plain communicator, one placement. Runs
+/// redistribute_plan's steps, each one collective (or none) on one mesh
+/// axis's communicator; never modifies `x`. Returns a new tensor (a recycled
+/// block when one is idle). Collective over the whole mesh, with one
+/// agreement check first: ranks that disagree (extents, element type,
+/// layouts, mesh shape, call site) or a rank that fails locally make every
+/// rank raise, before anything is communicated. On a plain communicator,
+/// between Replicated and Sharded layouts, it is exactly dynamic_switch,
+/// gather or split.
+template <class To, class X>
+auto redistribute(const X& x, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::redistribute_ok<To, X>()) {
+    using Xt = detail::tensor_t<X>;
+    using L = typename Xt::layout_type;
+    if constexpr (detail::is_primitive_step<To, X>()) {
+      if constexpr (is_replicated_v<L>) return split<To::dim>(x);
+      else if constexpr (is_replicated_v<To>) return gather(x, loc);
+      else return dynamic_switch<To::dim>(x, loc);
+    } else {
+      using Y = detail::relayout_t<X, To>;
+      Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
+      detail::redistribute_into<To>(x, y, loc, detail::plan_of<X, To>::plan);
+      return y;
+    }
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+/// As above, into an existing tensor `y` of layout To, the same global
+/// extents and the same communicator or mesh. Allocates nothing once warm.
+template <class To, class X, class Y>
+void redistribute(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::redistribute_ok<To, X>()) {
+    static_assert(std::is_same_v<detail::tensor_t<Y>, detail::relayout_t<X, To>>,
+                  "dsp::redistribute<To>(x, y): y must be a DistTensor with x's element type, rank, communicator or "
+                  "mesh and memory space, and layout To.");
+    if constexpr (std::is_same_v<detail::tensor_t<Y>, detail::relayout_t<X, To>>) {
+      using L = typename detail::tensor_t<X>::layout_type;
+      if constexpr (detail::is_primitive_step<To, X>()) {
+        if constexpr (is_replicated_v<L>) split<To::dim>(x, y);
+        else if constexpr (is_replicated_v<To>) gather(x, y, loc);
+        else dynamic_switch<To::dim>(x, y, loc);
+      } else {
+        detail::redistribute_into<To>(x, y, loc, detail::plan_of<X, To>::plan);
+      }
+    }
+  }
+}
+
+namespace detail {
+
+/// The layout `L` with axis A's placement replaced by P.
+template <class L, std::size_t A, class P>
+struct with_axis {
+  using type = P;  // a plain communicator: the one placement
+};
+template <class... Q, std::size_t A, class P>
+struct with_axis<Axes<Q...>, A, P> {
+  template <std::size_t... I>
+  static auto make(std::index_sequence<I...>) -> Axes<std::conditional_t<I == A, P, Q>...>;
+  using type = decltype(make(std::index_sequence_for<Q...>{}));
+};
+
+/// The plan of the single step that sets axis A of placement `s` to code q
+/// (no step when it already is q).
+template <std::size_t A, long q, std::size_t K>
+constexpr MeshPlan<K> one_step(const std::array<long, K>& s) {
+  MeshPlan<K> m;
+  const int kind = step_kind(s, A, q);
+  if (kind >= 0) {
+    m.steps[0] = MeshStep{static_cast<StepKind>(kind), int(A), s[A], q};
+    m.size = 1;
+  }
+  m.found = true;
+  return m;
+}
+
+/// The rules of one exact step on axis A, in one place, each with its sentence.
+template <std::size_t A, class P, class X>
+constexpr bool axis_step_ok() {
+  static_assert(is_dist_tensor_v<X>, "dsp::redistribute_axis: the argument must be a dsp::DistTensor.");
+  if constexpr (is_dist_tensor_v<X>) {
+    using Xt = tensor_t<X>;
+    using G = typename Xt::communicator_type;
+    constexpr std::size_t K = group_traits<G>::axes;
+    static_assert(A < K, "dsp::redistribute_axis<A, P>: A must be an axis of the mesh (less than its axis count).");
+    static_assert(Placement<P>,
+                  "dsp::redistribute_axis<A, P>: P is one placement: Replicated, Sharded<D> or "
+                  "Partial<Op>.");
+    if constexpr (A < K && Placement<P>) {
+      static_assert(layout_fits_v<P, Xt::rank>,
+                    "dsp::redistribute_axis<A, P>: Sharded<D> names a dim D that is not "
+                    "less than the tensor's rank.");
+      constexpr auto s = codes_v<typename Xt::layout_type>;
+      constexpr long q = layout_code<P>();
+      constexpr int kind = step_kind(s, A, q);
+      constexpr long p = s[A];
+      static_assert(!(p >= 0 && kind < 0 && q != p && !innermost(s, A, p)),
+                    "dsp::redistribute_axis<A, P>: axis A is not the innermost axis sharding the dim it gives up "
+                    "(a later axis also shards that dim), so one step on A cannot move it exactly; move the later "
+                    "axis first, or use dsp::redistribute, which plans the steps.");
+      static_assert(!(q >= 0 && kind < 0 && q != p && (p < 0 || innermost(s, A, p)) && !innermost(s, A, q)),
+                    "dsp::redistribute_axis<A, P>: a later axis already shards the dim that axis A would shard; "
+                    "a dim sharded by several axes is split in axis order, so axis A cannot join it in one step. "
+                    "Use dsp::redistribute, which plans the steps.");
+      static_assert(!(q <= kPartialSum && p >= 0),
+                    "dsp::redistribute_axis<A, P>: Sharded -> Partial is not one step (gather first); use "
+                    "dsp::redistribute.");
+      static_assert(!(q <= kPartialSum && p <= kPartialSum && q != p),
+                    "dsp::redistribute_axis<A, P>: one Partial cannot become another in one step; use "
+                    "dsp::redistribute.");
+      return (kind >= 0 || q == p) && redistribute_ok<typename with_axis<typename Xt::layout_type, A, P>::type, X>();
+    }
+  }
+  return false;
+}
+
+}  // namespace detail
+
+/// One exact step on mesh axis A: axis A's placement becomes P, with one
+/// collective (or none) on mesh.axis(A): a switch (Sharded -> Sharded), a
+/// gather (Sharded -> Replicated), a split (Replicated -> Sharded, local), an
+/// all-reduce (Partial -> Replicated), a reduce-scatter (Partial -> Sharded),
+/// or Replicated -> Partial (local). A step is exact only when A is the
+/// innermost axis sharding each dim it touches; other steps do not compile,
+/// with a sentence naming the rule. Collective over the mesh (one agreement
+/// check on its world communicator); returns a new tensor.
+template <std::size_t A, class P, class X>
+auto redistribute_axis(const X& x, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::axis_step_ok<A, P, X>()) {
+    using To = typename detail::with_axis<typename detail::tensor_t<X>::layout_type, A, P>::type;
+    using Y = detail::relayout_t<X, To>;
+    using Pl = detail::plan_of<X, To>;
+    constexpr detail::MeshPlan<Pl::axes> one = detail::one_step<A, detail::layout_code<P>()>(Pl::from);
+    Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
+    detail::redistribute_into<To>(x, y, loc, one);
+    return y;
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+}  // namespace dsp
