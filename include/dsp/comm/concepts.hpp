@@ -98,6 +98,11 @@ namespace detail {
 struct NoLocalCopy {
   void operator()() const noexcept {}
 };
+/// An arrival callback that does nothing, for AsyncPeerExchange (a named
+/// type for the same reason).
+struct NoArrival {
+  void operator()(std::size_t) const noexcept {}
+};
 }  // namespace detail
 
 /// Point-to-point exchange of run patterns (the pairwise switch, the peer
@@ -124,7 +129,7 @@ concept AsyncPeerExchange = PeerExchange<C> &&
   { c.post_runs(s, v, r, v, n) } -> std::same_as<typename C::Pending>;
   { c.test_runs(p) } -> std::convertible_to<bool>;
   c.wait_runs(p);
-  c.wait_runs(p, [](std::size_t) {});
+  c.wait_runs(p, detail::NoArrival{});
 };
 
 /// The exchange of PeerExchange as one call with a strided datatype per peer
