@@ -112,6 +112,22 @@ TEST_CASE("NCCL errors raise dsp::BackendError with NCCL's text") {
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("one Kokkos::Cuda instance per communicator, on its stream, shared by its copies") {
+  // Not one per call: making and destroying a Kokkos::Cuda allocates and frees
+  // device scratch memory, and cudaFree waits for the whole device.
+  OneRankNccl nccl;
+  dsp::NcclCommunicator c(nccl.comm, nccl.stream);
+  const Kokkos::Cuda a = c.execution_space();
+  CHECK(a.cuda_stream() == nccl.stream);
+  CHECK(c.execution_space() == a);
+  const dsp::NcclCommunicator copy = c;
+  CHECK(copy.execution_space() == a);
+  dsp::CountingCommunicator<dsp::NcclCommunicator> counted(c);
+  CHECK(dsp::detail::execution_space_for<Kokkos::CudaSpace>(counted) == a);
+  dsp::NcclCommunicator other(nccl.comm, nccl.stream);  // another communicator: its own instance
+  CHECK(!(other.execution_space() == a));
+}
+
 TEST_CASE("DistTensor in CudaSpace through NCCL: split, switch, gather on one GPU") {
   OneRankNccl nccl;
   dsp::NcclCommunicator c(nccl.comm, nccl.stream);
