@@ -124,13 +124,15 @@ void for_blocks(const Exec& exec, std::size_t n, const Body& body) {
 /// Packs n float elements of `src` along `runs` into the wire section at `sec`.
 template <class Exec>
 void wire_pack(const Exec& exec, Wire w, unsigned char* sec, const float* src, Runs runs, std::size_t n) {
-  for_blocks(exec, n, KOKKOS_LAMBDA(std::size_t b) { pack_block(w, sec, n, src, runs, b); });
+  for_blocks(
+      exec, n, KOKKOS_LAMBDA(std::size_t b) { pack_block(w, sec, n, src, runs, b); });
 }
 
 /// Unpacks the wire section at `sec` (n elements) into `dst` along `runs`.
 template <class Exec>
 void wire_unpack(const Exec& exec, Wire w, float* dst, Runs runs, const unsigned char* sec, std::size_t n) {
-  for_blocks(exec, n, KOKKOS_LAMBDA(std::size_t b) { unpack_block(w, dst, runs, sec, n, b); });
+  for_blocks(
+      exec, n, KOKKOS_LAMBDA(std::size_t b) { unpack_block(w, dst, runs, sec, n, b); });
 }
 
 /// The own block: a copy task through the wire's rounding.
@@ -138,7 +140,8 @@ template <class Exec>
 void wire_round(const Exec& exec, Wire w, float* dst, const float* src, const CopyTask& t) {
   const Runs dr = t.dst, sr = t.src;
   const std::size_t n = t.elems;
-  for_blocks(exec, n, KOKKOS_LAMBDA(std::size_t b) { round_block(w, dst, dr, src, sr, n, b); });
+  for_blocks(
+      exec, n, KOKKOS_LAMBDA(std::size_t b) { round_block(w, dst, dr, src, sr, n, b); });
 }
 
 }  // namespace dsp::detail
