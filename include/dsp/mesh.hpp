@@ -144,8 +144,9 @@ struct group_traits {  // a Communicator
   using comm_type = G;
   static const G& world(const G& g) { return g; }
   static const G& axis(const G& g, std::size_t) { return g; }
-  static std::array<int, 1> shape(const G& g) { return {g.size()}; }
-  static std::array<int, 1> coords(const G& g) { return {g.rank()}; }
+  // Spelled out: nvcc's front end (13.0) drops the braces of `return {g.size()};`.
+  static std::array<int, 1> shape(const G& g) { return std::array<int, 1>{{g.size()}}; }
+  static std::array<int, 1> coords(const G& g) { return std::array<int, 1>{{g.rank()}}; }
 };
 template <std::size_t K, class Comm>
 struct group_traits<Mesh<K, Comm>> {
