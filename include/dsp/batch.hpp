@@ -65,8 +65,7 @@ constexpr bool batch_switch_ok() {
       constexpr bool same = ((tensor_t<X>::rank == X0::rank &&
                               std::is_same_v<typename tensor_t<X>::layout_type, typename X0::layout_type> &&
                               std::is_same_v<typename tensor_t<X>::communicator_type, typename X0::communicator_type> &&
-                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>) &&
-                             ...);
+                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>)&&...);
       static_assert(same,
                     "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
                     "type and the memory space (element types may differ).");
@@ -140,14 +139,14 @@ std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, s
     if (!extents_ok[t])
       first(who() + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
             "tensors of equal extents");
-    else if (!group_ok[t])
-      first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
+    else if (!group_ok[t]) first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
     else if (wire != Wire::exact && !float_ok[t])
       first(who() + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not");
     for (std::size_t u = 0; u < n && err.empty(); ++u)
       if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
-        first(who() + ": output " + k + " shares memory with " + (ranges_overlap(out[t], in[u]) ? "input " : "output ") +
-              std::to_string(u) + " of the batch; dsp does not work in place");
+        first(who() + ": output " + k + " shares memory with " +
+              (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
+              " of the batch; dsp does not work in place");
   }
   return err;
 }
@@ -190,13 +189,11 @@ auto dynamic_switch(Batch<X...> xs, Wire wire = Wire::exact,
   if constexpr (detail::batch_switch_ok<D, X...>()) {
     std::tuple<detail::relayout_t<X, Sharded<D>>...> ys{std::apply(
         [&](const auto&... x) {
-          return std::tuple<detail::relayout_t<X, Sharded<D>>...>{
-              detail::allocate_output<detail::relayout_t<X, Sharded<D>>>(x, detail::Op::batch_switch, long(D),
-                                                                         loc)...};
+      return std::tuple<detail::relayout_t<X, Sharded<D>>...>{
+          detail::allocate_output<detail::relayout_t<X, Sharded<D>>>(x, detail::Op::batch_switch, long(D), loc)...};
         },
         xs.tensors)};
-    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys, wire, loc,
-                                                            std::index_sequence_for<X...>{});
+    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys, wire, loc, std::index_sequence_for<X...>{});
     return ys;
   } else {
     return detail::Invalid{};

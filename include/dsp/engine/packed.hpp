@@ -57,12 +57,12 @@ struct PackedArgs {
 
 /// How a packed switch moves data on one rank.
 struct PackedPlan {
-  PeerPlan peer;                               // element runs per peer, the same for every tensor
+  PeerPlan peer;                                    // element runs per peer, the same for every tensor
   std::vector<std::size_t> send_elems, recv_elems;  // elements per peer, rank order
-  std::vector<std::size_t> sc, sd, rc, rd;     // bytes per peer, rank order (own chunk 0)
-  std::size_t send_bytes = 0, recv_bytes = 0;  // workspace
-  std::size_t bound = 0;                       // >= every byte count and displacement on every rank
-  bool separate = false;                       // each tensor its own point-to-point exchange
+  std::vector<std::size_t> sc, sd, rc, rd;          // bytes per peer, rank order (own chunk 0)
+  std::size_t send_bytes = 0, recv_bytes = 0;       // workspace
+  std::size_t bound = 0;                            // >= every byte count and displacement on every rank
+  bool separate = false;                            // each tensor its own point-to-point exchange
 };
 
 /// The section offsets of peer q's chunk: tensor t's section starts at
@@ -118,8 +118,8 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
 
 /// The packed plans in use, by (extents, dims, rank, size, wire, element
 /// sizes, capabilities, setting); as cached_switch_plan.
-inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a, int rank, int size,
-                                                            Capabilities caps, SwitchAlgorithm setting) {
+inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a, int rank, int size, Capabilities caps,
+                                                            SwitchAlgorithm setting) {
   auto make = [&] { return std::make_shared<const PackedPlan>(plan_packed(a, rank, size, caps, setting)); };
   if (a.global.size() > kMaxRank || a.items.size() > kMaxBatch) return make();
   using Key = std::array<std::size_t, kMaxRank + kMaxBatch + 9>;
@@ -183,10 +183,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   const bool wire = a.wire != Wire::exact;
   // Own blocks first (they need nothing from anybody).
   for (const PackedItem& t : a.items) {
-    if (wire)
-      wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
-    else
-      copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
+    if (wire) wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
+    else copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
   }
   const bool moves = a.i != a.j && comm.size() > 1 && product(a.global) > 0;
   if (!moves) return fence_after<Comm>(exec);
@@ -195,8 +193,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
     if constexpr (AsyncPeerExchange<Comm>) {
       std::vector<std::optional<typename Comm::Pending>> pending(a.items.size());
       for (std::size_t t = 0; t < a.items.size(); ++t)
-        pending[t].emplace(comm.post_runs(a.items[t].in, plan.peer.sends, a.items[t].out, plan.peer.recvs,
-                                          a.items[t].eb));
+        pending[t].emplace(
+            comm.post_runs(a.items[t].in, plan.peer.sends, a.items[t].out, plan.peer.recvs, a.items[t].eb));
       for (auto& p : pending) comm.wait_runs(*p);
     } else if constexpr (PeerExchange<Comm>) {
       for (const PackedItem& t : a.items)
@@ -212,10 +210,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   for (const PeerRuns& s : plan.peer.sends) {
     std::size_t at = plan.sd[std::size_t(s.peer)];
     for (const PackedItem& t : a.items) {
-      if (wire)
-        wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
-      else
-        pack_section(exec, sbuf, at, t.in, t.eb, s.runs, s.elems);
+      if (wire) wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
+      else pack_section(exec, sbuf, at, t.in, t.eb, s.runs, s.elems);
       at += section_bytes(a.wire, s.elems, t.eb);
     }
   }
@@ -224,10 +220,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   for (const PeerRuns& r : plan.peer.recvs) {
     std::size_t at = plan.rd[std::size_t(r.peer)];
     for (const PackedItem& t : a.items) {
-      if (wire)
-        wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
-      else
-        unpack_section(exec, t.out, t.eb, r.runs, rbuf, at, r.elems);
+      if (wire) wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
+      else unpack_section(exec, t.out, t.eb, r.runs, rbuf, at, r.elems);
       at += section_bytes(a.wire, r.elems, t.eb);
     }
   }
@@ -241,7 +235,7 @@ void run_packed(Comm comm, Signature sig, std::string err, const PackedArgs& a) 
   Busy busy(comm, op_name(sig.op));
   auto plan = prepare(comm.rank(), sig, err, [&] {
     auto p = cached_packed_plan(a, comm.rank(), comm.size(), capabilities_of<Comm>(), switch_algorithm());
-    sig.algorithm = static_cast<std::uint32_t>(a.i == a.j ? Path::identity
+    sig.algorithm = static_cast<std::uint32_t>(a.i == a.j    ? Path::identity
                                                : p->separate ? Path::pairwise
                                                              : Path::alltoallv);
     if (p->send_bytes || p->recv_bytes) workspace<M>(comm).reserve(p->send_bytes, p->recv_bytes);
