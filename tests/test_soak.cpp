@@ -79,7 +79,7 @@ std::uint64_t local_checksum(const X& x) {
 struct Soak {
   std::mt19937 rng;  // the same seed on every rank: every rank makes the same choices
   std::size_t ops = 0, wrong = 0, counts[5] = {0, 0, 0, 0, 0};  // split, switch, gather, split-phase, batched
-  std::uint64_t got = 0, want = 0;  // sums of checksums: over ranks, and of the reference
+  std::uint64_t got = 0, want = 0;                              // sums of checksums: over ranks, and of the reference
 
   template <class X>
   void record(const X& y, std::uint64_t whole) {
@@ -193,7 +193,9 @@ struct Soak {
 
 }  // namespace
 
-TEST_CASE("soak: 10,000 random split / switch / gather operations (split-phase and batched among them), verified, with flat memory") {
+TEST_CASE(
+    "soak: 10,000 random split / switch / gather operations (split-phase and batched among them), verified, with flat "
+    "memory") {
   const char* env = std::getenv("DSP_SOAK_OPS");
   const std::size_t total = env && std::atol(env) > 0 ? std::size_t(std::atol(env)) : 10000;
   const std::size_t warmup = total / 5;

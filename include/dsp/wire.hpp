@@ -10,7 +10,9 @@
 //
 // Rounding is to nearest, ties to even, in every format. Error bounds, for a
 // finite float x that arrives as x':
-//   bf16      |x' - x| <= 2^-8 |x|          (and +-inf past the largest bf16)
+//   bf16      |x' - x| <= 2^-8 |x|          for |x| >= 2^-126 (normal floats;
+//                                           +-inf past the largest bf16)
+//             |x' - x| <= 2^-134            below 2^-126 (bf16 subnormals)
 //   fp16      |x' - x| <= 2^-11 |x|         for 2^-14 <= |x| <= 65504
 //             |x' - x| <= 2^-25             below 2^-14 (fp16 subnormals)
 //             x' = +-inf                    for |x| >= 65520 (as a cast would)
