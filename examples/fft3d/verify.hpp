@@ -111,17 +111,16 @@ auto gather_all(const Y& y) {
   else return dsp::redistribute<dsp::Replicated>(y);
 }
 
-/// Check (i): the spectrum `y` against a serial FFTW transform of the whole
-/// array, computed on rank 0 of `comm` (which gets the gathered spectrum like
-/// every rank). Returns the relative error on every rank.
-template <class Y>
-double serial_error(const Y& y, MPI_Comm comm) {
-  const auto all = gather_all(y);
+/// Check (i): the whole spectrum `all` (gather_all's result) against a serial
+/// FFTW transform of the whole array, computed on rank 0 of `comm`. Returns
+/// the relative error on every rank.
+template <class R>
+double serial_error(const R& all, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   double err = 0;
   if (rank == 0) {
-    const auto ref = serial_forward(y.global_extents());
+    const auto ref = serial_forward(all.global_extents());
     err = relative_error(all.local().data(), ref.data(), ref.size());
   }
   MPI_Bcast(&err, 1, MPI_DOUBLE, 0, comm);
@@ -158,14 +157,14 @@ inline MpiSlab fftw_mpi_forward(const Extents& n, MPI_Comm comm) {
   return s;
 }
 
-/// Check (iii): the spectrum `y` against FFTW-MPI's transform of the same
-/// data, per global index (each rank its FFTW-MPI slab against the gathered
-/// spectrum). Returns the relative error, max over the ranks, on every rank.
-template <class Y>
-double fftw_mpi_error(const Y& y, MPI_Comm comm) {
-  const auto all = gather_all(y);
-  const MpiSlab s = fftw_mpi_forward(y.global_extents(), comm);
-  const std::size_t plane = y.global_extents()[1] * y.global_extents()[2];
+/// Check (iii): the whole spectrum `all` (gather_all's result) against
+/// FFTW-MPI's transform of the same data, per global index: each rank its
+/// FFTW-MPI slab against the same rows of `all`. Returns the relative error,
+/// max over the ranks, on every rank.
+template <class R>
+double fftw_mpi_error(const R& all, MPI_Comm comm) {
+  const MpiSlab s = fftw_mpi_forward(all.global_extents(), comm);
+  const std::size_t plane = all.global_extents()[1] * all.global_extents()[2];
   double err = 0, ref = 0;
   const Complex* a = all.local().data() + s.start * plane;  // the same global indices
   for (std::size_t k = 0; k < s.data.size(); ++k) {
