@@ -4,12 +4,15 @@
 // and the input.
 //
 //   mpirun -np 4 fft3d [--size 64x64x64] [--mesh 2x2] [--mode slab|pencil|both]
-//                      [--plan measure|estimate] [--iters 5] [--check 1]
+//                      [--plan measure|estimate] [--iters 5] [--check 1] [--wisdom PREFIX]
 //
 // --mesh defaults to the most square P0 x P1 with P0 <= P1. --check 0 skips
 // the comparisons with serial FFTW and FFTW-MPI, which gather the whole
 // spectrum on every rank (16 N0 N1 N2 bytes each); the round trip is always
-// checked. Exit status 1 when an error is above its tolerance.
+// checked. --wisdom PREFIX: each rank imports FFTW wisdom from PREFIX.<rank>
+// before planning, if the file exists, and exports its wisdom there after, so
+// a second run with the same sizes plans at once (FFTW_MEASURE's timing runs
+// are skipped). Exit status 1 when an error is above its tolerance.
 #include "verify.hpp"
 
 #include <algorithm>
@@ -24,7 +27,7 @@ namespace {
 struct Options {
   fft3d::Extents n{32, 32, 32};
   std::array<int, 2> mesh{0, 0};
-  std::string mode = "both", plan = "measure";
+  std::string mode = "both", plan = "measure", wisdom;
   int iters = 5;
   bool check = true;
 };
@@ -35,7 +38,7 @@ struct Options {
   if (rank == 0)
     std::fprintf(stderr,
                  "fft3d: %s\nusage: fft3d [--size N0xN1xN2] [--mesh P0xP1] [--mode slab|pencil|both] "
-                 "[--plan measure|estimate] [--iters K] [--check 0|1]\n",
+                 "[--plan measure|estimate] [--iters K] [--check 0|1] [--wisdom PREFIX]\n",
                  why);
   MPI_Finalize();
   std::exit(2);
@@ -82,6 +85,8 @@ Options parse(int argc, char** argv, int ranks) {
       if (o.iters < 1) usage("--iters must be at least 1");
     } else if (a == "--check") {
       o.check = v != "0";
+    } else if (a == "--wisdom") {
+      o.wisdom = v;
     } else {
       usage(("unknown option " + a).c_str());
     }
@@ -121,9 +126,10 @@ bool run(const char* name, D& fft, const Options& o, int rank) {
   if (o.check) {
     fft3d::fill(fft.space());
     fft.forward();
-    serial = fft3d::serial_error(fft.spectrum(), MPI_COMM_WORLD);
+    const auto all = fft3d::gather_all(fft.spectrum());
+    serial = fft3d::serial_error(all, MPI_COMM_WORLD);
 #ifdef FFT3D_HAVE_FFTW_MPI
-    mpi = fft3d::fftw_mpi_error(fft.spectrum(), MPI_COMM_WORLD);
+    mpi = fft3d::fftw_mpi_error(all, MPI_COMM_WORLD);
 #endif
   }
   const bool ok = back < 1e-12 && serial < 1e-9 && mpi < 1e-9;
@@ -157,6 +163,8 @@ int main(int argc, char** argv) {
       std::printf("fft3d: %zux%zux%zu complex double, %d ranks, FFTW_%s, %d iterations (median of the slowest rank)\n",
                   o.n[0], o.n[1], o.n[2], size, o.plan == "measure" ? "MEASURE" : "ESTIMATE", o.iters);
     fft3d::Comm comm{MPI_COMM_WORLD};
+    const std::string wisdom = o.wisdom.empty() ? "" : o.wisdom + "." + std::to_string(rank);
+    if (!wisdom.empty()) fftw_import_wisdom_from_filename(wisdom.c_str());  // absent on a first run
     bool ok = true;
     try {
       if (o.mode != "pencil") {
@@ -173,6 +181,8 @@ int main(int argc, char** argv) {
         if (rank == 0) std::printf("%s: planned in %.3f s\n", name.c_str(), MPI_Wtime() - t0);
         ok = run(name.c_str(), pencil, o, rank) && ok;
       }
+      if (!wisdom.empty() && !fftw_export_wisdom_to_filename(wisdom.c_str()))
+        std::fprintf(stderr, "fft3d (rank %d): could not write %s\n", rank, wisdom.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "fft3d (rank %d): %s\n", rank, e.what());
       MPI_Abort(MPI_COMM_WORLD, 1);
