@@ -52,6 +52,11 @@ std::vector<std::string>& order() {
   static std::vector<std::string> o;
   return o;
 }
+/// Reference method of a group when it is not MPI_Alltoall / MPI_Allgather.
+std::map<std::string, std::string>& references() {
+  static std::map<std::string, std::string> r;
+  return r;
+}
 using Make = std::function<std::function<void()>()>;
 std::map<std::string, Make>& makers() {
   static std::map<std::string, Make> m;
@@ -214,6 +219,79 @@ void add_gather(const std::vector<std::size_t>& g) {
   });
 }
 
+/// A switch on axis A of a mesh (every other axis Replicated) against the same
+/// switch on a plain communicator of that axis's ranks (the reference), into
+/// existing outputs: what the mesh layer adds.
+template <std::size_t K, std::size_t A>
+void add_mesh_switch(const std::vector<std::size_t>& g, const std::array<int, K>& shape) {
+  static_assert(K == 2);
+  using M = dsp::Mesh<K, Comm>;
+  auto mesh = std::make_shared<M>(comm(), shape);
+  using From = std::conditional_t<A == 0, dsp::Axes<dsp::Sharded<0>, dsp::Replicated>,
+                                  dsp::Axes<dsp::Replicated, dsp::Sharded<0>>>;
+  using To = std::conditional_t<A == 0, dsp::Axes<dsp::Sharded<1>, dsp::Replicated>,
+                                dsp::Axes<dsp::Replicated, dsp::Sharded<1>>>;
+  const auto ext = to_array<3>(g);
+  std::string sh;
+  for (std::size_t a = 0; a < K; ++a) sh += (a ? "x" : "") + std::to_string(shape[a]);
+  const std::string group =
+      "mesh_switch/" + shape_text(g) + "/" + sh + "-axis" + std::to_string(A) + "/np" + std::to_string(comm().size());
+  using X = dsp::DistTensor<float, 3, From, M>;
+  using Y = dsp::DistTensor<float, 3, To, M>;
+  using PX = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
+  using PY = dsp::DistTensor<float, 3, dsp::Sharded<1>, Comm>;
+  const std::size_t local = X(*mesh, ext).local_size();
+  const double bytes = double(local) * sizeof(float);
+  references()[group] = "dsp_plain_axis";
+  add(group, "dsp_mesh", bytes, [=] {
+    auto xy = std::make_shared<std::pair<X, Y>>(X(*mesh, ext), Y(*mesh, ext));
+    return [xy] { dsp::redistribute<To>(xy->first, xy->second); };
+  });
+  add(group, "dsp_plain_axis", bytes, [=] {
+    const Comm& ax = mesh->axis(A);
+    auto xy = std::make_shared<std::pair<PX, PY>>(PX(ax, ext), PY(ax, ext));
+    return [xy] { dsp::dynamic_switch<1>(xy->first, xy->second); };
+  });
+}
+
+/// A pencil transpose on a 2-D mesh by dsp::redistribute (one all-to-all on
+/// one axis) against the naive way: gather the whole tensor on every rank,
+/// then cut the target blocks (the reference). The cost model's bytes per
+/// rank for both are printed once.
+void add_mesh_redistribute(const std::vector<std::size_t>& g, const std::array<int, 2>& shape) {
+  using M = dsp::Mesh<2, Comm>;
+  auto mesh = std::make_shared<M>(comm(), shape);
+  using From = dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>;
+  using To = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<2>>;
+  using Whole = dsp::Axes<dsp::Replicated, dsp::Replicated>;
+  const auto ext = to_array<3>(g);
+  const std::string group = "mesh_redistribute/" + shape_text(g) + "/" + std::to_string(shape[0]) + "x" +
+                            std::to_string(shape[1]) + "/np" + std::to_string(comm().size());
+  using X = dsp::DistTensor<float, 3, From, M>;
+  using Y = dsp::DistTensor<float, 3, To, M>;
+  using W = dsp::DistTensor<float, 3, Whole, M>;
+  const double bytes = double(X(*mesh, ext).local_size()) * sizeof(float);
+  references()[group] = "naive_gather_then_split";
+  add(group, "dsp_redistribute", bytes, [=] {
+    auto xy = std::make_shared<std::pair<X, Y>>(X(*mesh, ext), Y(*mesh, ext));
+    return [xy] { dsp::redistribute<To>(xy->first, xy->second); };
+  });
+  add(group, "naive_gather_then_split", bytes, [=] {
+    auto t = std::make_shared<std::tuple<X, W, Y>>(X(*mesh, ext), W(*mesh, ext), Y(*mesh, ext));
+    return [t] {
+      dsp::redistribute<Whole>(std::get<0>(*t), std::get<1>(*t));
+      dsp::redistribute<To>(std::get<1>(*t), std::get<2>(*t));  // local: two splits
+    };
+  });
+  if (comm().rank() == 0) {
+    std::size_t worst_dsp = 0, worst_naive = 0;
+    worst_dsp = dsp::redistribute_plan<From, To, 3>::cost(ext, sizeof(float), shape, {0, 0}).max_bytes;
+    worst_naive = dsp::redistribute_plan<From, Whole, 3>::cost(ext, sizeof(float), shape, {0, 0}).max_bytes;
+    std::printf("# %s: cost model, max bytes sent per rank: redistribute %zu, gather-then-split %zu\n", group.c_str(),
+                worst_dsp, worst_naive);
+  }
+}
+
 // Only rank 0 prints; the others run the same benchmarks silently.
 class Silent : public benchmark::BenchmarkReporter {
  public:
@@ -233,7 +311,10 @@ void print_ratios(int rank) {
         "case", "method", "median_us", "GB/s", "ratio", "rounds");
   for (const std::string& group : order()) {
     const bool gather = group.rfind("gather", 0) == 0;
-    const std::string ref = group + (gather ? "/MPI_Allgather" : "/MPI_Alltoall");
+    const std::string ref = group + "/" +
+                            (references().count(group) ? references()[group]
+                             : gather                  ? "MPI_Allgather"
+                                                       : "MPI_Alltoall");
     if (!results().count(ref)) continue;  // not selected by --benchmark_filter
     std::vector<std::string> names;
     std::vector<std::function<void()>> steps;
@@ -287,6 +368,11 @@ int main(int argc, char** argv) {
     add_switch<3, 0, 1>({16, 16, 8}, true);  // 8 KiB in all: 4 KiB per rank at 2 ranks
     add_gather<3, 0>({64, 4096, 128});
     add_gather<3, 1>({64, 4096, 128});
+    const int n = comm().size();
+    add_mesh_switch<2, 0>({64, 4096, 128}, {n, 1});
+    add_mesh_switch<2, 1>({64, 4096, 128}, {1, n});
+    add_mesh_switch<2, 0>({16, 16, 8}, {n, 1});  // small: the fixed cost the mesh layer adds
+    if (n % 2 == 0) add_mesh_redistribute({64, 512, 512}, {2, n / 2});
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

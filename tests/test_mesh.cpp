@@ -66,7 +66,8 @@ std::vector<std::size_t> partial_axes() {
 T piece(std::size_t g, const std::vector<int>& c, const std::vector<int>& n, long code) {
   const T v = value_at<T>(g);
   std::size_t lin = 0, total = 1;
-  for (std::size_t k = 0; k < c.size(); ++k) lin = lin * std::size_t(n[k]) + std::size_t(c[k]), total *= std::size_t(n[k]);
+  for (std::size_t k = 0; k < c.size(); ++k)
+    lin = lin * std::size_t(n[k]) + std::size_t(c[k]), total *= std::size_t(n[k]);
   if (code == dsp::detail::kPartialMax) return lin == 0 ? v : v - T(lin);
   if (code == dsp::detail::kPartialMin) return lin == 0 ? v : v + T(lin);
   // Sum: rank lin > 0 holds a deterministic h, rank 0 the rest.
@@ -88,7 +89,8 @@ void fill_layout(const X& x) {
   const auto coords = dsp::detail::group_traits<G>::coords(x.communicator());
   std::vector<int> c, n;
   long code = 0;
-  for (std::size_t a : pa) c.push_back(coords[a]), n.push_back(shape[a]), code = dsp::detail::placement_codes<L>::value[a];
+  for (std::size_t a : pa)
+    c.push_back(coords[a]), n.push_back(shape[a]), code = dsp::detail::placement_codes<L>::value[a];
   T* p = x.local().data();
   for_each_local(x, [&](auto&, auto& g, std::size_t k) {
     const std::size_t lin = linear(g, x.global_extents());
@@ -113,8 +115,9 @@ std::size_t wrong(const Y& y) {
     using G = typename Y::communicator_type;
     constexpr std::size_t K = dsp::detail::group_traits<G>::axes;
     auto r = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return dsp::redistribute<Axes<std::conditional_t<I < K, Replicated, Replicated>...>>(y);
-    }(std::make_index_sequence<K>{});
+      return dsp::redistribute < Axes<std::conditional_t<I<K, Replicated, Replicated>...>>(y);
+    }
+    (std::make_index_sequence<K>{});
     return count_wrong(r);
   } else {
     return count_wrong(y);
@@ -158,7 +161,7 @@ void check_all_pairs(const M& m, std::mt19937& rng, int cases, List<L...>) {
     const auto g = random_extents<R>(rng);
     (
         [&]<class From>() {
-          ([&]<class To>() { check_pair<From, To, R>(m, g); }.template operator()<L>(), ...);
+      ([&]<class To>() { check_pair<From, To, R>(m, g); }.template operator()<L>(), ...);
         }.template operator()<L>(),
         ...);
   }
@@ -238,8 +241,8 @@ TEST_CASE("redistribute on a plain communicator is the primitive, and handles Pa
   CHECK(count_wrong(dsp::redistribute<Replicated>(y)) == 0);
   dsp::DistTensor<T, 3, Partial<>, dsp::MpiCommunicator> p{world(), g};
   fill_layout(p);
-  CHECK(count_wrong(dsp::redistribute<Replicated>(p)) == 0);  // one all-reduce
-  CHECK(count_wrong(dsp::redistribute<Sharded<1>>(p)) == 0);  // one reduce-scatter
+  CHECK(count_wrong(dsp::redistribute<Replicated>(p)) == 0);                   // one all-reduce
+  CHECK(count_wrong(dsp::redistribute<Sharded<1>>(p)) == 0);                   // one reduce-scatter
   auto back = dsp::redistribute<Partial<>>(dsp::redistribute<Replicated>(p));  // local: rank 0 keeps, others 0
   const T* b = back.local().data();
   std::size_t bad = 0;
@@ -257,7 +260,7 @@ TEST_CASE("one exact step on one axis: redistribute_axis") {
     auto y = dsp::redistribute_axis<0, Sharded<0>>(x);  // the pencil transpose: one all-to-all on axis 0
     static_assert(std::is_same_v<decltype(y)::layout_type, Axes<Sharded<0>, Sharded<2>>>);
     CHECK(count_wrong(y) == 0);
-    CHECK(count_wrong(dsp::redistribute_axis<1, Replicated>(y)) == 0);   // a gather on axis 1
+    CHECK(count_wrong(dsp::redistribute_axis<1, Replicated>(y)) == 0);  // a gather on axis 1
     CHECK(count_wrong(dsp::redistribute_axis<1, Sharded<0>>(y)) == 0);  // nested: dim 0 split over axes 0 then 1
   }
 }
@@ -299,9 +302,11 @@ void check_counts(const dsp::Mesh<K, Counted>& m, const std::array<std::size_t, 
 template <std::size_t R, std::size_t K, class... L>
 void counts_all_pairs(const dsp::Mesh<K, Counted>& m, std::mt19937& rng, List<L...>) {
   const auto g = random_extents<R>(rng);
-  ([&]<class From>() { ([&]<class To>() { check_counts<From, To, R>(m, g); }.template operator()<L>(), ...); }
-       .template operator()<L>(),
-   ...);
+  (
+      [&]<class From>() {
+    ([&]<class To>() { check_counts<From, To, R>(m, g); }.template operator()<L>(), ...);
+      }.template operator()<L>(),
+      ...);
 }
 }  // namespace
 

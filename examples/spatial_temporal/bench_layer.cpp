@@ -3,12 +3,17 @@
 // bytes each device sends per layer (counted; max over ranks), the cost model's
 // prediction, the paper's Table 3 formula, the time per layer and DSP's speedup.
 //
-//   mpiexec -n N bench_layer [B T S C H F iterations]
+//   mpiexec -n N bench_layer [B T S C H F iterations [DPxSP]]
 //
 // Output: Markdown table rows (rank 0). Each run's time is the slowest rank's;
 // reported: the minimum and the mean over `iterations` runs after one warm-up
 // run, and the mean time spent in communication (slowest rank). "DSP speedup"
 // is the strategy's minimum time over DSP's.
+//
+// With DPxSP (e.g. 2x2; DP * SP = N), a second table has one row for the
+// data parallel x sequence parallel layer (st::dpsp_layer) on that mesh: the
+// counted bytes per device on each mesh axis (max over ranks) beside the cost
+// model's, the same times, and its time over the 1-D DSP layer's on N ranks.
 #include "layer.hpp"
 
 #include <algorithm>
@@ -21,6 +26,14 @@ namespace {
 
 using Layer = std::function<st::Act<dsp::Sharded<1>>(st::Context&, const st::Act<dsp::Sharded<1>>&, const st::Config&,
                                                      const st::Weights&)>;
+
+/// "2x3" -> {2, 3}; {0, 0} when it is not two positive numbers.
+std::array<int, 2> parse_mesh(const char* s) {
+  int dp = 0, sp = 0;
+  char tail = 0;
+  if (std::sscanf(s, "%dx%d%c", &dp, &sp, &tail) != 2 || dp < 1 || sp < 1) return {0, 0};
+  return {dp, sp};
+}
 
 std::size_t max_over(std::size_t v) {
   unsigned long long in = v, out = 0;
@@ -53,8 +66,7 @@ CommOnly make_comm_only(st::Context& ctx, const st::Config& c) {
   auto x = std::make_shared<S1>(ctx.comm, g4);
   auto z = std::make_shared<st::Act<dsp::Sharded<2>>>(ctx.comm, g4);
   auto full = std::make_shared<st::Act<dsp::Replicated>>(ctx.comm, g4);
-  auto part = std::make_shared<std::vector<float>>(c.tokens() * c.C);
-  auto mine = std::make_shared<std::vector<float>>(x->local_size());
+  auto part = std::make_shared<st::Act<dsp::Partial<>>>(ctx.comm, g4);
   const std::size_t maxblk = c.B * pt.count(0) * c.S * c.C;
   auto kv = std::make_shared<std::vector<float>>(2 * maxblk), next = std::make_shared<std::vector<float>>(2 * maxblk);
   CommOnly r;
@@ -69,10 +81,10 @@ CommOnly make_comm_only(st::Context& ctx, const st::Config& c) {
       for (int k = 0; k < 3; ++k) dsp::dynamic_switch<3>(*q, *qh);
       dsp::dynamic_switch<1>(*qh, *q);
     };
-    r.megatron = [&ctx, c, x, full, part, mine] {
+    r.megatron = [x, full, part] {
       for (int k = 0; k < 4; ++k) {
         dsp::gather(*x, *full);
-        st::reduce_scatter_T(ctx, c, part->data(), mine->data());
+        dsp::redistribute<dsp::Sharded<1>>(*part, *x);  // reduce-scatter over T
       }
     };
   }
@@ -105,6 +117,16 @@ double min_ms(const Comm& f, int iters) {
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  int world_size = 0, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const std::array<int, 2> mesh_shape = argc >= 9 ? parse_mesh(argv[8]) : std::array<int, 2>{0, 0};
+  if (argc >= 9 && mesh_shape[0] * mesh_shape[1] != world_size) {  // every rank: the same arguments
+    if (world_rank == 0)
+      std::fprintf(stderr, "bench_layer: mesh '%s' is not DPxSP with DP * SP = %d\n", argv[8], world_size);
+    MPI_Finalize();
+    return 2;
+  }
   Kokkos::initialize(argc, argv);
   {
     st::Config c{1, 16, 64, 64, 4, 256};
@@ -116,6 +138,7 @@ int main(int argc, char** argv) {
     }
     st::Context ctx{MPI_COMM_WORLD};
     const std::size_t n = std::size_t(ctx.size()), p = std::size_t(ctx.rank());
+
     const auto w = st::make_weights(c);
     st::Act<dsp::Replicated> xr{ctx.comm, {c.B, c.T, c.S, c.C}};
     for (std::size_t k = 0; k < xr.local().size(); ++k) xr.local().data()[k] = float((k * 37) % 101) / 101.0f;
@@ -141,6 +164,7 @@ int main(int argc, char** argv) {
         {"Ring-Attention", st::ring_layer, pred.ring, 2 * M * (N - 1) / N, "2M", false, &co.ring},
     };
     double dsp_time = 0, dsp_comm = 0;
+    std::size_t dsp_bytes = 0;
     if (p == 0)
       std::printf(
           "| N | B,T,S,C,H,F | M (bytes) | strategy | ops | counted bytes/device (max) | cost model (max) | "
@@ -174,6 +198,7 @@ int main(int argc, char** argv) {
       if (&r == &rows[0]) {
         dsp_time = best;
         dsp_comm = comm_only;
+        dsp_bytes = counted;
       }
       if (p == 0)
         std::printf(
@@ -182,6 +207,56 @@ int main(int argc, char** argv) {
             n, c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, t.ops, counted, model, counted == model ? "" : " MISMATCH",
             r.paper_exact, r.paper, best, sum / iters, comm_ms, dsp_time > 0 ? best / dsp_time : 0.0, comm_only,
             dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
+    }
+    if (mesh_shape[0] > 0) {
+      // The DP x SP layer on the mesh: the same input, B over DP, T over SP.
+      st::MeshContext mc{ctx.comm, mesh_shape};
+      using Whole = st::MeshAct<dsp::Axes<dsp::Replicated, dsp::Replicated>>;
+      Whole xw{mc.mesh, {c.B, c.T, c.S, c.C}};
+      std::copy_n(xr.local().data(), xr.local().size(), xw.local().data());
+      const auto xm = dsp::redistribute<st::DpSpT>(xw);  // local splits
+      const st::PredictedMesh pm = st::predicted_mesh_bytes(c, mesh_shape, mc.mesh.coords());
+      mc.reset();
+      st::dpsp_layer(mc, xm, c, w);  // warm-up, and the counted layer
+      std::array<std::size_t, 2> counted{}, model{}, ops{};
+      for (std::size_t a = 0; a < 2; ++a) {
+        counted[a] = max_over(mc.counts(a).bytes_sent);
+        model[a] = max_over(pm.bytes[a]);
+        ops[a] = max_over(mc.counts(a).collectives());
+      }
+      const std::size_t counted_total = max_over(mc.counts(0).bytes_sent + mc.counts(1).bytes_sent);
+      mc.comm_seconds = 0;
+      double best = 1e300, sum = 0;
+      for (int i = 0; i < iters; ++i) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        st::dpsp_layer(mc, xm, c, w);
+        const double ms = max_over((MPI_Wtime() - t0) * 1e3);
+        best = std::min(best, ms);
+        sum += ms;
+      }
+      const double comm_ms = max_over(mc.comm_seconds * 1e3 / iters);
+      auto xs = std::make_shared<st::MeshAct<st::DpSpT>>(mc.mesh, xm.global_extents());
+      auto zs = std::make_shared<st::MeshAct<st::DpSpS>>(mc.mesh, xm.global_extents());
+      const double comm_only = min_ms(
+          [xs, zs] {
+        dsp::redistribute<st::DpSpS>(*xs, *zs);
+        dsp::redistribute<st::DpSpT>(*zs, *xs);
+          },
+          iters);
+      const bool match = counted[0] == model[0] && counted[1] == model[1] && counted_total == pm.max_bytes;
+      if (p == 0)
+        std::printf(
+            "\n| N | DP x SP | B,T,S,C,H,F | M (bytes) | ops axis 0, 1 (max) | counted bytes/device axis 0 (DP), max | "
+            "counted axis 1 (SP), max | cost model axis 0, 1 | 1-D DSP on N ranks, bytes/device | ms/layer min | "
+            "ms/layer mean | comm ms | time / 1-D DSP | comm-only ms | comm-only / 1-D DSP |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+            "| %zu | %d x %d | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %zu, %zu | %zu | %zu | %zu, %zu%s | %zu | %.2f | %.2f "
+            "| "
+            "%.2f | %.2fx | %.3f | %.2fx |\n",
+            n, mesh_shape[0], mesh_shape[1], c.B, c.T, c.S, c.C, c.H, c.F, M, ops[0], ops[1], counted[0], counted[1],
+            model[0], model[1], match ? "" : " MISMATCH", dsp_bytes, best, sum / iters, comm_ms,
+            dsp_time > 0 ? best / dsp_time : 0.0, comm_only, dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
     }
   }
   Kokkos::finalize();

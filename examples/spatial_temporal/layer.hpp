@@ -12,19 +12,26 @@
 //                   sharding and the output comes back (4 all-to-alls)
 //   megatron_layer  T sharded with tensor-parallel attention and MLP weights:
 //                   all-gather before and reduce-scatter after attention and
-//                   after the MLP, in both blocks (8 collectives)
+//                   after the MLP, in both blocks (8 collectives, all dsp:
+//                   gather, and redistribute of a Partial<Sum> tensor to
+//                   Sharded<1>)
 //   ring_layer      T sharded; in the temporal block k and v travel around
 //                   the ring (N - 1 steps), with online softmax
+//   dpsp_layer      data parallel x sequence parallel on a 2-D mesh: one
+//                   tensor Axes<Sharded<0>, Sharded<1>> (B over the DP axis 0,
+//                   T over the SP axis 1); dsp_layer's two switches, on the SP
+//                   axis only (2 all-to-alls on mesh.axis(1), none on axis 0)
 //
 // Every version starts and ends with x Sharded<1> (T split in blocks, as dsp
-// partitions). The communication lands in the block that attends over the
+// partitions; dpsp_layer: Axes<Sharded<0>, Sharded<1>>). The communication lands in the block that attends over the
 // sharded dim (the temporal one); sharding S instead would move it to the
 // spatial block, with the same volume. Weights come from a fixed seed, so
 // every rank builds the same ones.
 //
 // Traffic counts bytes each rank sends to OTHER ranks: collectives made by
-// dsp go through a dsp::CountingCommunicator; the reduce-scatter and the ring
-// exchange (not dsp primitives) are counted here the same way.
+// dsp go through a dsp::CountingCommunicator. Only the ring exchange
+// (MPI_Sendrecv between neighbours, which is not a dsp primitive) is made and
+// counted by hand here, with the same rule.
 #pragma once
 
 #include <dsp/mpi.hpp>
@@ -108,8 +115,15 @@ struct Traffic {
   std::size_t bytes = 0;  // bytes sent to other ranks
 };
 
+/// Adds the wall time from its construction to its destruction to `total`.
+struct AddTime {
+  double& total;
+  double t0 = MPI_Wtime();
+  ~AddTime() { total += MPI_Wtime() - t0; }
+};
+
 /// What a strategy needs: the counting communicator (for dsp) and the raw MPI
-/// communicator with a counter (for the operations dsp does not provide).
+/// communicator with a counter (for the ring exchange, which dsp does not provide).
 struct Context {
   Counting comm;
   MPI_Comm raw;
@@ -126,11 +140,7 @@ struct Context {
   /// Runs f() and adds its wall time to comm_seconds.
   template <class F>
   decltype(auto) timed(F&& f) {
-    struct Add {
-      double& total;
-      double t0 = MPI_Wtime();
-      ~Add() { total += MPI_Wtime() - t0; }
-    } add{comm_seconds};
+    const AddTime add{comm_seconds};
     return f();
   }
   Traffic traffic() const {
@@ -387,36 +397,14 @@ inline Act<dsp::Sharded<1>> ulysses_layer(Context& ctx, const Act<dsp::Sharded<1
   return y;
 }
 
-/// Sum of `full` ([B, T, S, C] partial sums on every rank) reduce-scattered
-/// over T: rank p receives the sum of its block of T. Counted: each rank sends
-/// every other rank that rank's block of its partial sums.
-inline void reduce_scatter_T(Context& ctx, const Config& c, const float* full, float* mine) {
-  const int n = ctx.size(), p = ctx.rank();
-  const dsp::Partition pt{c.T, std::size_t(n)};
-  const std::size_t row = c.S * c.C;  // elements per (b, t)
-  std::vector<float> packed(c.B * c.T * row);
-  std::vector<int> counts(n);
-  std::size_t at = 0;
-  for (int q = 0; q < n; ++q) {
-    const std::size_t t0 = pt.offset(q), tc = pt.count(q);
-    for (std::size_t b = 0; b < c.B; ++b)
-      std::copy_n(full + (b * c.T + t0) * row, tc * row, packed.data() + at + b * tc * row);
-    counts[q] = int(c.B * tc * row);
-    at += c.B * tc * row;
-  }
-  if (n == 1) {
-    std::copy(packed.begin(), packed.end(), mine);
-    return;
-  }
-  DSP_CHECK_MPI(MPI_Reduce_scatter(packed.data(), mine, counts.data(), MPI_FLOAT, MPI_SUM, ctx.raw));
-  ctx.manual.ops += 1;
-  ctx.manual.bytes += (packed.size() - std::size_t(counts[p])) * sizeof(float);
-}
-
 /// Megatron-SP: sequence-sharded (T) layer norms and residuals; per block,
 /// all-gather over T before attention, attention with this rank's heads,
 /// reduce-scatter over T; all-gather before the MLP with this rank's hidden
-/// columns, reduce-scatter after.
+/// columns, reduce-scatter after. Every collective is dsp's: the all-gathers
+/// are dsp::gather (Sharded<1> -> Replicated); the partial sums (this rank's
+/// heads or hidden columns) are written into a Partial<Sum> tensor, and
+/// dsp::redistribute<Sharded<1>> reduce-scatters them over T (one
+/// reduce-scatter, exact for uneven blocks of T).
 inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c,
                                            const Weights& w) {
   require_heads(c, ctx.size(), "megatron_layer");
@@ -429,7 +417,9 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
   float* xp = y.local().data();
   Act<dsp::Sharded<1>> hs{ctx.comm, {c.B, c.T, c.S, c.C}};
   Act<dsp::Replicated> hf{ctx.comm, {c.B, c.T, c.S, c.C}};
-  std::vector<float> q(N * Hl * d), k(q.size()), v(q.size()), o(q.size()), part(N * C), r(nt * C);
+  Act<dsp::Partial<>> part{ctx.comm, {c.B, c.T, c.S, c.C}};  // this rank's term of a sum over ranks
+  Act<dsp::Sharded<1>> r{ctx.comm, {c.B, c.T, c.S, c.C}};    // the sum, this rank's block of T
+  std::vector<float> q(N * Hl * d), k(q.size()), v(q.size()), o(q.size());
   for (int blk = 0; blk < 2; ++blk) {
     const BlockWeights& bw = blk == 0 ? w.spatial : w.temporal;
     layer_norm(xp, hs.local().data(), nt, C, bw.ln1_g, bw.ln1_b);
@@ -440,18 +430,18 @@ inline Act<dsp::Sharded<1>> megatron_layer(Context& ctx, const Act<dsp::Sharded<
     const Grid g{c.B, c.T, c.S, std::size_t(blk == 0 ? 2 : 1)};
     attend(q.data(), k.data(), v.data(), Hl * d, Hl, d, g, g, st);
     finish(st, N, Hl, d, o.data());
-    linear(o.data(), N, Hl * d, bw.wo.data() + h0 * d * C, C, 0, C, nullptr, part.data());
+    linear(o.data(), N, Hl * d, bw.wo.data() + h0 * d * C, C, 0, C, nullptr, part.local().data());
     Exec().fence();
-    ctx.timed([&] { reduce_scatter_T(ctx, c, part.data(), r.data()); });
-    add(xp, r.data(), nt * C);
+    ctx.timed([&] { dsp::redistribute<dsp::Sharded<1>>(part, r); });  // reduce-scatter over T
+    add(xp, r.local().data(), nt * C);
     add_bias(xp, nt, C, bw.bo);
     layer_norm(xp, hs.local().data(), nt, C, bw.ln2_g, bw.ln2_b);
     Exec().fence();
     ctx.timed([&] { dsp::gather(hs, hf); });
-    mlp_partial(hf.local().data(), N, c, bw, f0, f1, part.data());
+    mlp_partial(hf.local().data(), N, c, bw, f0, f1, part.local().data());
     Exec().fence();
-    ctx.timed([&] { reduce_scatter_T(ctx, c, part.data(), r.data()); });
-    add(xp, r.data(), nt * C);
+    ctx.timed([&] { dsp::redistribute<dsp::Sharded<1>>(part, r); });
+    add(xp, r.local().data(), nt * C);
     add_bias(xp, nt, C, bw.b2);
   }
   return y;
@@ -488,6 +478,8 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
       const int from = (p - s - 1 + 2 * n) % n;
       const std::size_t nblk = c.B * pt.count(from) * c.S * C;
       // The received block is laid out as k then v, each nblk long.
+      // Not a dsp primitive (a neighbour exchange, not a redistribution): plain
+      // MPI on the raw communicator, counted by hand.
       ctx.timed([&] {
         DSP_CHECK_MPI(MPI_Sendrecv(kv.data(), int(2 * blk), MPI_FLOAT, (p + 1) % n, 7, next.data(), int(2 * nblk),
                                    MPI_FLOAT, (p - 1 + n) % n, 7, ctx.raw, MPI_STATUS_IGNORE));
@@ -502,10 +494,68 @@ inline Act<dsp::Sharded<1>> ring_layer(Context& ctx, const Act<dsp::Sharded<1>>&
   return y;
 }
 
+// ----------------------------------------- data x sequence parallel mesh ----
+
+/// A 2-D mesh of the ranks: axis 0 data parallel (DP: B split), axis 1
+/// sequence parallel (SP: T split for the spatial block, S for the temporal
+/// one). Row-major: the SP ranks of one DP group are consecutive.
+using Mesh2 = dsp::Mesh<2, Counting>;
+template <class L>
+using MeshAct = dsp::DistTensor<float, 4, L, Mesh2>;        // [B, T, S, C] on the mesh
+using DpSpT = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>;  // B over DP, T over SP
+using DpSpS = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<2>>;  // B over DP, S over SP
+
+/// What the mesh layer needs: the mesh (whose axis communicators count their
+/// own collectives and bytes) and the time spent communicating.
+struct MeshContext {
+  Mesh2 mesh;
+  double comm_seconds = 0;
+  /// Collective over `world`: splits it into the axis communicators.
+  MeshContext(const Counting& world, const std::array<int, 2>& shape) : mesh(world, shape) {}
+  /// What axis a's communicator counted (a = 0: DP, 1: SP).
+  const dsp::CommCounts& counts(std::size_t a) const { return mesh.axis(a).counts(); }
+  /// What the world communicator counted: only the agreement checks' control
+  /// messages, as every data collective runs on an axis.
+  const dsp::CommCounts& world_counts() const { return mesh.world().counts(); }
+  void reset() {
+    for (std::size_t a = 0; a < 2; ++a) {
+      Counting c = mesh.axis(a);  // a copy shares the counts
+      c.reset();
+    }
+    Counting w = mesh.world();
+    w.reset();
+    comm_seconds = 0;
+  }
+  template <class F>
+  decltype(auto) timed(F&& f) {
+    const AddTime add{comm_seconds};
+    return f();
+  }
+};
+
+/// DSP with data parallelism, as one tensor on a DP x SP mesh: the spatial
+/// block on the local block [B/DP, T/SP, S, C]; one switch on the SP axis
+/// (Axes<Sharded<0>, Sharded<1>> -> Axes<Sharded<0>, Sharded<2>>: one
+/// all-to-all among the SP ranks of each DP group, nothing on the DP axis);
+/// the temporal block on [B/DP, T, S/SP, C]; the switch back. Weights are
+/// replicated (the same seed on every rank). Returns the new activation.
+inline MeshAct<DpSpT> dpsp_layer(MeshContext& ctx, const MeshAct<DpSpT>& x, const Config& c, const Weights& w) {
+  auto y = dsp::redistribute<DpSpT>(x);  // a copy (no communication): x stays unchanged
+  const auto ey = y.local_extents();     // {B/DP, T/SP, S, C}
+  local_block(y.local().data(), Grid{ey[0], ey[1], ey[2], 2}, c, w.spatial);
+  auto z = ctx.timed([&] { return dsp::redistribute_axis<1, dsp::Sharded<2>>(y); });  // all-to-all on axis 1
+  const auto ez = z.local_extents();                                                  // {B/DP, T, S/SP, C}
+  local_block(z.local().data(), Grid{ez[0], ez[1], ez[2], 1}, c, w.temporal);
+  ctx.timed([&] { dsp::redistribute<DpSpT>(z, y); });  // back: the one-step plan, axis 1 again
+  return y;
+}
+
 // ----------------------------------------------------- predicted traffic ----
 
-/// Bytes rank p of n sends per layer, by strategy, from the dsp cost model
-/// (dsp collectives) and partition arithmetic (reduce-scatter, ring).
+/// Bytes rank p of n sends per layer, by strategy: from the dsp cost model for
+/// every dsp collective (pipelines for DSP and Ulysses; transition_cost for
+/// Megatron-SP's all-gathers and redistribute_plan's cost for its
+/// reduce-scatters), from partition arithmetic for the ring.
 struct Predicted {
   std::size_t dsp, ulysses, megatron, ring;
 };
@@ -518,15 +568,44 @@ inline Predicted predicted_bytes(const Config& c, std::size_t n, std::size_t p) 
   constexpr auto dsp_pipe = stp::switch_to<2> | stp::switch_to<1>;
   constexpr auto to_heads = stp::switch_to<3>;
   constexpr auto from_heads = stp::switch_to<1>;
-  constexpr auto gather = stp::gather;
+  using ReduceScatterT = dsp::redistribute_plan<dsp::Partial<>, dsp::Sharded<1>, 4>;
+  static_assert(ReduceScatterT::size() == 1 && ReduceScatterT::collectives() == 1, "one reduce-scatter");
   Predicted r{};
   r.dsp = dsp_pipe.cost<dsp::Sharded<1>>(g4, e, n, p).bytes;
   r.ulysses =
       3 * to_heads.cost<dsp::Sharded<1>>(g5, e, n, p).bytes + from_heads.cost<dsp::Sharded<3>>(g5, e, n, p).bytes;
-  const std::size_t rs = (c.B * c.T * c.S * c.C - c.B * pt.count(p) * c.S * c.C) * e;  // all but my block
-  r.megatron = 4 * gather.cost<dsp::Sharded<1>>(g4, e, n, p).bytes + (n > 1 ? 4 * rs : 0);
+  // Per block: two all-gathers over T and two reduce-scatters over T.
+  r.megatron = 4 * dsp::transition_cost<dsp::Sharded<1>, dsp::Replicated>(g4, e, n, p).bytes +
+               4 * ReduceScatterT::cost(g4, e, n, p).bytes;
   // Ring: at step s rank p forwards the k, v block of rank p - s (s = 0 .. N-2).
   r.ring = n > 1 ? 2 * c.B * c.S * c.C * e * (c.T - pt.count((p + 1) % n)) : 0;
+  return r;
+}
+
+/// Bytes the rank at `coords` of a DP x SP mesh of `shape` sends per layer
+/// with dpsp_layer, per mesh axis, and collectives, from redistribute_plan's
+/// exact cost on the mesh; max_bytes: the largest total over the mesh's ranks.
+struct PredictedMesh {
+  std::array<std::size_t, 2> bytes{};  // [DP axis, SP axis]
+  std::size_t collectives = 0, max_bytes = 0;
+};
+inline PredictedMesh predicted_mesh_bytes(const Config& c, const std::array<int, 2>& shape,
+                                          const std::array<int, 2>& coords) {
+  using To = dsp::redistribute_plan<DpSpT, DpSpS, 4>;
+  using Back = dsp::redistribute_plan<DpSpS, DpSpT, 4>;
+  static_assert(To::size() == 1 && To::step(0).axis == 1 && Back::size() == 1 && Back::step(0).axis == 1,
+                "each switch is one step on the SP axis");
+  const std::array<std::size_t, 4> g4{c.B, c.T, c.S, c.C};
+  const auto to = To::cost(g4, sizeof(float), shape, coords), back = Back::cost(g4, sizeof(float), shape, coords);
+  PredictedMesh r;
+  for (const auto& rc : {to, back}) {
+    for (std::size_t k = 0; k < rc.size; ++k) r.bytes[std::size_t(rc.steps[k].step.axis)] += rc.steps[k].bytes;
+    r.collectives += rc.collectives;
+  }
+  // The largest total over ranks: the same pipeline priced on the mesh.
+  namespace stp = dsp::steps;
+  constexpr auto pipe = stp::to<DpSpS> | stp::to<DpSpT>;
+  r.max_bytes = pipe.cost<DpSpT>(g4, sizeof(float), shape, coords).max_bytes;
   return r;
 }
 

@@ -26,7 +26,9 @@ std::vector<float> input(const st::Config& c) {
 
 struct Result {
   float max_err = 0;
-  st::Traffic traffic;
+  st::Traffic traffic;     // dsp's counts plus the hand-counted ring exchange
+  dsp::CommCounts counts;  // dsp's counts alone
+  st::Traffic manual;      // the hand-counted part alone
 };
 
 /// Runs `layer` on the sharded input; returns its max error against `ref` and its traffic.
@@ -40,6 +42,8 @@ Result run(const Layer& layer, const st::Config& c, const st::Weights& w, const 
   auto y = layer(cx, x, c, w);
   Result r;
   r.traffic = cx.traffic();
+  r.counts = cx.comm.counts();
+  r.manual = cx.manual;
   auto out = dsp::gather(y);
   for (std::size_t k = 0; k < ref.size(); ++k)
     r.max_err = std::max(r.max_err, std::fabs(out.local().data()[k] - ref[k]));
@@ -75,10 +79,16 @@ TEST_CASE("each strategy equals the single-rank layer, uneven shapes, traffic as
     CHECK(u.traffic.bytes == pred.ulysses);
     CHECK(m.traffic.bytes == pred.megatron);
     CHECK(r.traffic.bytes == pred.ring);
+    // Only the ring is counted by hand; Megatron-SP's collectives are all dsp's.
+    CHECK(d.manual.ops + u.manual.ops + m.manual.ops == 0);
+    CHECK(d.manual.bytes + u.manual.bytes + m.manual.bytes == 0);
+    CHECK(r.traffic.bytes == r.manual.bytes);
     if (n > 1) {
       CHECK(d.traffic.ops == 2);
       CHECK(u.traffic.ops == 4);
       CHECK(m.traffic.ops == 8);
+      CHECK(m.counts.all_gather == 4);
+      CHECK(m.counts.reduce_scatter == 4);
       CHECK(r.traffic.ops == n - 1);
       CHECK(m.traffic.bytes > 0);
     } else {

@@ -7,6 +7,7 @@
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
 #include <dsp/plan/redistribute.hpp>
+#include <dsp/wire.hpp>
 
 #include <array>
 #include <cstddef>
@@ -103,6 +104,36 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
   return c;
 }
 
+/// The cost of a switch From -> To whose elements travel as `wire`
+/// (wire.hpp): per peer, the bytes of its section in the wire type, padding
+/// and fp8 scales included, exactly what a CountingCommunicator records.
+/// Wire::exact is transition_cost above. A batch costs the sum of its
+/// tensors' costs. Throws InvalidArgument for a low-precision wire on a
+/// transition other than a switch (dsp has none).
+template <Layout From, Layout To, std::size_t R>
+constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                         std::size_t rank, Wire wire) {
+  TransitionCost c = transition_cost<From, To>(e, elem_bytes, n, rank);
+  if (wire == Wire::exact || c.primitive == Primitive::identity) return c;
+  if (c.primitive != Primitive::dynamic_switch)
+    throw InvalidArgument("dsp cost model: a low-precision wire applies to dynamic_switch only");
+  constexpr std::size_t i = From::dim, j = To::dim;
+  auto sent = [&](std::size_t p) {
+    const Partition pi{e[i], n}, pj{e[j], n};
+    const std::size_t row = detail::checked_mul(detail::product_except(e, i, j), pi.count(p));
+    std::size_t b = 0;
+    for (std::size_t q = 0; q < n; ++q)
+      if (q != p)
+        b = detail::checked_add(b, wire_section_bytes(wire, detail::checked_mul(row, pj.count(q)), elem_bytes));
+    return b;
+  };
+  c.bytes = sent(rank);
+  c.max_bytes = 0;
+  for (std::size_t q = 0; q < n; ++q)
+    if (sent(q) > c.max_bytes) c.max_bytes = sent(q);
+  return c;
+}
+
 /// What one step of a redistribution costs on one rank (see RedistributeCost).
 struct StepCost {
   detail::MeshStep step;
@@ -185,6 +216,21 @@ constexpr RedistributeCost<> plan_cost_on(const MeshPlan<K>& plan, const std::ar
   return c;
 }
 
+/// The largest f(coords) over every rank of a mesh of `shape` (row-major).
+template <std::size_t K, class F>
+constexpr std::size_t max_over_mesh(const std::array<int, K>& shape, F&& f) {
+  std::size_t ranks = 1, best = 0;
+  for (int x : shape) ranks *= std::size_t(x);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    std::array<int, K> q{};
+    std::size_t rest = r;
+    for (std::size_t a = K; a-- > 0;) q[a] = int(rest % std::size_t(shape[a])), rest /= std::size_t(shape[a]);
+    const std::size_t v = f(q);
+    if (v > best) best = v;
+  }
+  return best;
+}
+
 /// Throws InvalidArgument (and so is no constant expression) unless every
 /// extent of `shape` is at least 1 and every coordinate lies in it.
 template <std::size_t K>
@@ -207,15 +253,9 @@ constexpr RedistributeCost<> redistribute_cost(const detail::MeshPlan<K>& plan, 
                                                const std::array<int, K>& shape, const std::array<int, K>& coords) {
   detail::check_mesh_args(shape, coords);
   RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords);
-  std::size_t ranks = 1;
-  for (int x : shape) ranks *= std::size_t(x);
-  for (std::size_t r = 0; r < ranks; ++r) {
-    std::array<int, K> q{};
-    std::size_t rest = r;
-    for (std::size_t a = K; a-- > 0;) q[a] = int(rest % std::size_t(shape[a])), rest /= std::size_t(shape[a]);
-    const std::size_t b = detail::plan_cost_on(plan, from, e, elem_bytes, shape, q).bytes;
-    if (b > c.max_bytes) c.max_bytes = b;
-  }
+  c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
+    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q).bytes;
+  });
   return c;
 }
 

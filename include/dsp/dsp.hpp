@@ -15,6 +15,8 @@
 //   backends    dsp/comm/          the Communicator concept and capabilities, MPI, NCCL, Self, staged, counting
 #pragma once
 
+#include <dsp/async.hpp>
+#include <dsp/batch.hpp>
 #include <dsp/comm/concepts.hpp>
 #include <dsp/comm/counting.hpp>
 #include <dsp/comm/self.hpp>
@@ -33,3 +35,4 @@
 #include <dsp/settings.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/version.hpp>
+#include <dsp/wire.hpp>

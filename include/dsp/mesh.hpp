@@ -56,8 +56,8 @@ class Mesh {
     for (int x : shape) positive = positive && x >= 1, product *= x > 0 ? x : 1;
     std::string err;
     if (!positive || product != comm.size()) {
-      err = "dsp::Mesh: the shape " + text(shape) + " does not fit a communicator of " +
-            std::to_string(comm.size()) + " ranks (every extent >= 1, product equal to the rank count)";
+      err = "dsp::Mesh: the shape " + text(shape) + " does not fit a communicator of " + std::to_string(comm.size()) +
+            " ranks (every extent >= 1, product equal to the rank count)";
       sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);
     }
     {

@@ -264,15 +264,9 @@ class Pipeline {
     if constexpr ((detail::is_to_step_v<Steps> && ...)) {
       using Chain = typename detail::layout_chain<In, Steps...>::type;
       c = cost_on<Chain>(e, elem_bytes, shape, coords, std::make_index_sequence<size>{});
-      std::size_t ranks = 1;
-      for (int x : shape) ranks *= std::size_t(x);
-      for (std::size_t r = 0; r < ranks; ++r) {
-        std::array<int, K> q{};
-        std::size_t rest = r;
-        for (std::size_t a = K; a-- > 0;) q[a] = int(rest % std::size_t(shape[a])), rest /= std::size_t(shape[a]);
-        const std::size_t b = cost_on<Chain>(e, elem_bytes, shape, q, std::make_index_sequence<size>{}).bytes;
-        if (b > c.max_bytes) c.max_bytes = b;
-      }
+      c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
+        return cost_on<Chain>(e, elem_bytes, shape, q, std::make_index_sequence<size>{}).bytes;
+      });
     }
     return c;
   }

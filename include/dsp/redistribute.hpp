@@ -48,8 +48,8 @@ constexpr int reduce_type_code() {
   else return -1;
 }
 template <class T>
-constexpr bool is_complex_reduce_v =
-    reduce_type_code<T>() == int(ReduceType::c64) || reduce_type_code<T>() == int(ReduceType::c128);
+constexpr bool is_complex_reduce_v = reduce_type_code<T>() == int(ReduceType::c64) || reduce_type_code<T>() ==
+                                                                                          int(ReduceType::c128);
 
 /// The placement codes of a layout and the number of axes.
 template <class L>
@@ -133,9 +133,7 @@ struct redistribute_plan {
   /// The same on a plain communicator: rank `rank` of `n`.
   template <std::size_t R>
   static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
-                                           std::size_t rank)
-    requires(axes == 1)
-  {
+                                           std::size_t rank) requires(axes == 1) {
     return cost(e, elem_bytes, std::array<int, 1>{int(n)}, std::array<int, 1>{int(rank)});
   }
 
@@ -167,31 +165,37 @@ constexpr bool redistribute_ok() {
         if constexpr (is_axes_v<To>) return To::size == G::axes;
         else return false;
       }();
-      static_assert(axes_ok, "dsp::redistribute<To>: on a dsp::Mesh, To must be dsp::Axes<...> with exactly one "
-                             "placement per mesh axis.");
+      static_assert(axes_ok,
+                    "dsp::redistribute<To>: on a dsp::Mesh, To must be dsp::Axes<...> with exactly one "
+                    "placement per mesh axis.");
       if constexpr (!axes_ok) return false;
     } else {
-      static_assert(Placement<To>, "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, "
-                                   "dsp::Sharded<D> or dsp::Partial<Op>.");
+      static_assert(Placement<To>,
+                    "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, "
+                    "dsp::Sharded<D> or dsp::Partial<Op>.");
       if constexpr (!Placement<To>) return false;
     }
     constexpr bool fits = layout_fits_v<To, Xt::rank>;
-    static_assert(fits, "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the "
-                        "tensor's rank.");
+    static_assert(fits,
+                  "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the "
+                  "tensor's rank.");
     if constexpr (!fits) return false;
     else {
       constexpr bool partial = has_partial(codes_v<typename Xt::layout_type>) || has_partial(codes_v<To>);
       using T = typename Xt::value_type;
       constexpr bool reducible = !partial || reduce_type_code<T>() >= 0;
-      static_assert(reducible, "dsp::redistribute: a Partial placement reduces elements, so the element type must be "
-                               "float, double, a 32- or 64-bit integer, or a complex of float or double.");
+      static_assert(reducible,
+                    "dsp::redistribute: a Partial placement reduces elements, so the element type must be "
+                    "float, double, a 32- or 64-bit integer, or a complex of float or double.");
       constexpr bool ordered = !partial || !is_complex_reduce_v<T> ||
                                !(has_max_min(codes_v<typename Xt::layout_type>) || has_max_min(codes_v<To>));
-      static_assert(ordered, "dsp::redistribute: Partial<Max> and Partial<Min> need ordered values; complex values "
-                             "can only be summed (Partial<Sum>).");
+      static_assert(ordered,
+                    "dsp::redistribute: Partial<Max> and Partial<Min> need ordered values; complex values "
+                    "can only be summed (Partial<Sum>).");
       constexpr bool backend = !partial || Reductions<typename group_traits<G>::comm_type>;
-      static_assert(backend, "dsp::redistribute: a Partial placement needs a backend with reductions "
-                             "(dsp::Reductions: all_reduce and reduce_scatter).");
+      static_assert(backend,
+                    "dsp::redistribute: a Partial placement needs a backend with reductions "
+                    "(dsp::Reductions: all_reduce and reduce_scatter).");
       return reducible && ordered && backend;
     }
   }
@@ -319,11 +323,13 @@ constexpr bool axis_step_ok() {
     using G = typename Xt::communicator_type;
     constexpr std::size_t K = group_traits<G>::axes;
     static_assert(A < K, "dsp::redistribute_axis<A, P>: A must be an axis of the mesh (less than its axis count).");
-    static_assert(Placement<P>, "dsp::redistribute_axis<A, P>: P is one placement: Replicated, Sharded<D> or "
-                                "Partial<Op>.");
+    static_assert(Placement<P>,
+                  "dsp::redistribute_axis<A, P>: P is one placement: Replicated, Sharded<D> or "
+                  "Partial<Op>.");
     if constexpr (A < K && Placement<P>) {
-      static_assert(layout_fits_v<P, Xt::rank>, "dsp::redistribute_axis<A, P>: Sharded<D> names a dim D that is not "
-                                                "less than the tensor's rank.");
+      static_assert(layout_fits_v<P, Xt::rank>,
+                    "dsp::redistribute_axis<A, P>: Sharded<D> names a dim D that is not "
+                    "less than the tensor's rank.");
       constexpr auto s = codes_v<typename Xt::layout_type>;
       constexpr long q = layout_code<P>();
       constexpr int kind = step_kind(s, A, q);

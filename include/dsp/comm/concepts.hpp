@@ -102,6 +102,21 @@ concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const de
   c.exchange_runs(s, v, r, v, n, [] {});
 };
 
+/// The exchange of PeerExchange split in two phases (split-phase switches,
+/// compute on arrival): `post_runs(send, sends, recv, recvs, elem_bytes)`
+/// posts every message and returns a `C::Pending` at once; `test_runs(p)`
+/// progresses it and says whether it is complete; `wait_runs(p)` completes
+/// it; `wait_runs(p, arrived)` completes it calling `arrived(k)` for each
+/// receive k (an index into `recvs`) as soon as all its messages have landed.
+template <class C>
+concept AsyncPeerExchange = PeerExchange<C> &&
+    requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n, typename C::Pending& p) {
+  { c.post_runs(s, v, r, v, n) } -> std::same_as<typename C::Pending>;
+  { c.test_runs(p) } -> std::convertible_to<bool>;
+  c.wait_runs(p);
+  c.wait_runs(p, [](std::size_t) {});
+};
+
 /// The exchange of PeerExchange as one call with a strided datatype per peer
 /// (MPI_Alltoallw): the backend packs while it transfers. `local()` runs
 /// before the exchange.

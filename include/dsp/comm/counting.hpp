@@ -15,6 +15,20 @@
 
 namespace dsp {
 
+namespace detail {
+/// C::Pending when C has one, else a placeholder (the members using it are
+/// constrained away).
+template <class C>
+struct pending_of {
+  struct type {};
+};
+template <class C>
+requires requires { typename C::Pending; }
+struct pending_of<C> {
+  using type = typename C::Pending;
+};
+}  // namespace detail
+
 /// What one rank did through a CountingCommunicator.
 ///
 /// `bytes_sent` counts payload bytes this rank hands to the communicator for
@@ -24,11 +38,12 @@ namespace dsp {
 /// all-gather delivers it to each. A broadcast counts count * (N - 1) on the
 /// root and 0 elsewhere. A point-to-point run exchange (the pairwise and
 /// datatypes switch algorithms, the peer gather) counts as one collective in
-/// `exchange`, with the bytes of every message it sends. Agreement-check A reduce-scatter
+/// `exchange`, with the bytes of every message it sends. A reduce-scatter
 /// counts what this rank contributes to the other ranks' blocks; an
 /// all-reduce counts as a reduce-scatter of the count split by the 1-D rule
 /// followed by an all-gather of the pieces (what a ring algorithm sends).
-/// traffic (control_all_gather) is kept apart in `control` and `control_bytes`.
+/// Agreement-check traffic (control_all_gather) is kept apart in `control`
+/// and `control_bytes`.
 struct CommCounts {
   std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
   std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
@@ -40,7 +55,8 @@ struct CommCounts {
   std::size_t bytes_sent = 0;      ///< payload bytes sent to other ranks
   std::size_t control_bytes = 0;   ///< control bytes sent to other ranks
 
-  /// Data collectives: all-to-all + all-gather + broadcast + run exchanges.
+  /// Data collectives: all-to-all, all-gather, broadcast, run exchanges,
+  /// all-reduce and reduce-scatter.
   constexpr std::size_t collectives() const noexcept {
     return all_to_all + all_gather + broadcast + exchange + all_reduce + reduce_scatter;
   }
@@ -147,6 +163,20 @@ class CountingCommunicator {
     count_exchange(sends, elem);
     inner_.exchange_runs_typed(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
+  /// The split-phase exchange of the wrapped communicator, counted when posted.
+  using Pending = typename detail::pending_of<C>::type;
+  Pending post_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                    std::span<const detail::PeerRuns> recvs, std::size_t elem) requires AsyncPeerExchange<C> {
+    count_exchange(sends, elem);
+    return inner_.post_runs(s, sends, r, recvs, elem);
+  }
+  bool test_runs(Pending& p) requires AsyncPeerExchange<C> { return inner_.test_runs(p); }
+  void wait_runs(Pending& p) requires AsyncPeerExchange<C> { inner_.wait_runs(p); }
+  template <class Arrived>
+  void wait_runs(Pending& p, Arrived&& arrived) requires AsyncPeerExchange<C> {
+    inner_.wait_runs(p, std::forward<Arrived>(arrived));
+  }
+
   /// A communicator of the same kind over a subgroup, counting into its own counts.
   CountingCommunicator split(int color, int key) const requires Splittable<C> {
     return CountingCommunicator(inner_.split(color, key));

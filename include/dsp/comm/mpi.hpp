@@ -57,6 +57,50 @@ inline bool mpi_is_live() {
   return init && !fin;
 }
 
+/// The requests of a posted run exchange: every message of every peer, the
+/// receives first. Complete it (wait_runs, or test_runs until done) before it
+/// is destroyed: destroying it with messages in flight cancels the receives
+/// and frees the sends.
+struct MpiPending {
+  MpiPending() = default;
+  MpiPending(MpiPending&& o) noexcept { *this = std::move(o); }
+  MpiPending& operator=(MpiPending&& o) noexcept {
+    abandon();
+    req = std::move(o.req), owner = std::move(o.owner), left = std::move(o.left), ready = std::move(o.ready);
+    left_total = o.left_total;
+    o.req.clear();
+    o.left_total = 0;
+    return *this;
+  }
+  MpiPending(const MpiPending&) = delete;
+  MpiPending& operator=(const MpiPending&) = delete;
+  ~MpiPending() { abandon(); }
+  /// Whether every message has completed.
+  bool done() const noexcept { return left_total == 0; }
+
+  void abandon() noexcept {
+    if (left_total > 0 && mpi_is_live())
+      for (std::size_t k = 0; k < req.size(); ++k)
+        if (req[k] != MPI_REQUEST_NULL) {
+          if (owner[k] >= 0) MPI_Cancel(&req[k]);
+          MPI_Request_free(&req[k]);
+        }
+    req.clear();
+    left_total = 0;
+  }
+  void completed(std::size_t k) {
+    --left_total;
+    const long o = owner[k];
+    if (o >= 0 && --left[static_cast<std::size_t>(o)] == 0) ready.push_back(static_cast<std::size_t>(o));
+  }
+
+  std::vector<MPI_Request> req;
+  std::vector<long> owner;         // the receive a request belongs to, -1 for a send
+  std::vector<std::size_t> left;   // messages not yet arrived, per receive
+  std::vector<std::size_t> ready;  // receives complete but not yet reported
+  std::size_t left_total = 0;      // requests not yet complete
+};
+
 // State shared by the copies of one communicator: a private duplicate of the
 // user's communicator (so dsp's messages never match the user's and errors
 // return instead of aborting) and the element datatypes built on it.
@@ -68,7 +112,7 @@ struct MpiState {
   int size = 1;
   std::mutex types_mutex;
   std::map<std::size_t, MPI_Datatype> types;
-  std::vector<MPI_Request> requests;                           // reused by exchange_runs: no allocation once warm
+  MpiPending pending;                                          // reused by exchange_runs: no allocation once warm
   std::map<std::array<std::size_t, 3>, MPI_Datatype> strided;  // (runs, run bytes, stride bytes)
   std::vector<int> w_counts, w_rcounts, w_sdispls, w_rdispls;  // reused by exchange_runs_typed
   std::vector<MPI_Datatype> w_stypes, w_rtypes;
@@ -260,6 +304,66 @@ class BasicMpiCommunicator {
     point_to_point(s, sc, sd, r, rc, rd, elem);
   }
 
+  /// The requests of a posted run exchange (post_runs).
+  using Pending = detail::MpiPending;
+
+  /// Posts a point-to-point exchange of run patterns (see exchange_runs) and
+  /// returns at once: every peer's chunk goes as consecutive messages of
+  /// `piece` elements (split further at mpi_count_limit()), straight from the
+  /// runs of `s` into the runs of `r`. Both buffers must stay untouched until
+  /// the exchange completes (wait_runs, or test_runs returning true).
+  Pending post_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                    std::span<const detail::PeerRuns> recvs, std::size_t elem) {
+    check_live();
+    Pending p;
+    post_into(p, s, sends, r, recvs, elem);
+    return p;
+  }
+
+  /// Progresses a posted exchange; true when every message has completed.
+  bool test_runs(Pending& p) {
+    check_live();
+    for (std::size_t k = 0; k < p.req.size() && p.left_total > 0; ++k) {
+      if (p.req[k] == MPI_REQUEST_NULL) continue;
+      int flag = 0;
+      DSP_CHECK_MPI(MPI_Test(&p.req[k], &flag, MPI_STATUS_IGNORE));
+      if (flag) p.completed(k);
+    }
+    return p.done();
+  }
+
+  /// Completes a posted exchange.
+  void wait_runs(Pending& p) {
+    check_live();
+    wait_all(p.req);
+    p.left_total = 0;
+  }
+
+  /// Completes a posted exchange, calling `arrived(k)` for each receive k
+  /// (an index into the posted `recvs`) as soon as all its messages have
+  /// landed, in the order they land; each k once.
+  template <class Arrived>
+  void wait_runs(Pending& p, Arrived&& arrived) {
+    check_live();
+    auto report = [&] {
+      while (!p.ready.empty()) {
+        const std::size_t k = p.ready.back();
+        p.ready.pop_back();
+        arrived(k);
+      }
+    };
+    report();
+    while (p.left_total > 0) {
+      int idx = MPI_UNDEFINED;
+      DSP_CHECK_MPI(MPI_Waitany(static_cast<int>(p.req.size()), p.req.data(), &idx, MPI_STATUS_IGNORE));
+      if (idx == MPI_UNDEFINED) break;
+      p.completed(static_cast<std::size_t>(idx));
+      report();
+    }
+    p.left_total = 0;
+    report();
+  }
+
   /// Point-to-point exchange of run patterns (dsp's pairwise switch): every
   /// peer's chunk goes as consecutive messages of `piece` elements (split
   /// further at mpi_count_limit()), straight from the runs of `s` into the runs
@@ -269,35 +373,15 @@ class BasicMpiCommunicator {
   void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
                      std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
     check_live();
-    std::vector<MPI_Request>& req = state_->requests;
-    req.clear();
-    MPI_Datatype t = state_->type(elem);
-    const std::size_t lim = detail::mpi_count_limit();
-    auto each = [lim](const detail::PeerRuns& pr, auto&& post) {
-      for (std::size_t e = 0; e < pr.elems; e += pr.piece) {
-        const std::size_t at = pr.runs.base + (e / pr.runs.len) * pr.runs.stride + e % pr.runs.len;
-        for (std::size_t done = 0; done < pr.piece; done += lim) post(at + done, std::min(lim, pr.piece - done));
-      }
-    };
+    Pending& p = state_->pending;  // reused: no allocation once warm
+    post_into(p, s, sends, r, recvs, elem);
     try {
-      for (const auto& pr : recvs)
-        each(pr,
-             [&](std::size_t at, std::size_t n) { post_recv(req, static_cast<char*>(r) + at * elem, n, t, pr.peer); });
-      for (const auto& pr : sends)
-        each(pr, [&](std::size_t at, std::size_t n) {
-          post_send(req, static_cast<const char*>(s) + at * elem, n, t, pr.peer);
-        });
       local();
     } catch (...) {
-      for (MPI_Request& q : req)
-        if (q != MPI_REQUEST_NULL) {
-          MPI_Cancel(&q);
-          MPI_Request_free(&q);
-        }
-      req.clear();
+      p.abandon();
       throw;
     }
-    wait_all(req);
+    wait_runs(p);
   }
 
   /// The exchange of exchange_runs as one MPI_Alltoallw with a strided
@@ -558,6 +642,43 @@ class BasicMpiCommunicator {
       for (std::size_t done = 0; done < count; done += lim)
         post_send(req, static_cast<const char*>(s) + done * elem, std::min(lim, count - done), t, k);
     wait_all(req);
+  }
+
+  // Posts every message of an exchange into p (its vectors reused).
+  void post_into(Pending& p, const void* s, std::span<const detail::PeerRuns> sends, void* r,
+                 std::span<const detail::PeerRuns> recvs, std::size_t elem) {
+    p.req.clear();
+    p.owner.clear();
+    p.left.assign(recvs.size(), 0);
+    p.ready.clear();
+    MPI_Datatype t = state_->type(elem);
+    const std::size_t lim = detail::mpi_count_limit();
+    auto each = [lim](const detail::PeerRuns& pr, auto&& post) {
+      for (std::size_t e = 0; e < pr.elems; e += pr.piece) {
+        const std::size_t at = pr.runs.base + (e / pr.runs.len) * pr.runs.stride + e % pr.runs.len;
+        for (std::size_t done = 0; done < pr.piece; done += lim) post(at + done, std::min(lim, pr.piece - done));
+      }
+    };
+    try {
+      for (std::size_t k = 0; k < recvs.size(); ++k) {
+        const auto& pr = recvs[k];
+        each(pr, [&](std::size_t at, std::size_t n) {
+          post_recv(p.req, static_cast<char*>(r) + at * elem, n, t, pr.peer);
+          p.owner.push_back(static_cast<long>(k));
+          ++p.left[k];
+        });
+        if (p.left[k] == 0) p.ready.push_back(k);  // nothing to wait for
+      }
+      for (const auto& pr : sends)
+        each(pr, [&](std::size_t at, std::size_t n) {
+          post_send(p.req, static_cast<const char*>(s) + at * elem, n, t, pr.peer);
+          p.owner.push_back(-1);
+        });
+    } catch (...) {
+      p.abandon();
+      throw;
+    }
+    p.left_total = p.req.size();
   }
 
   void post_recv(std::vector<MPI_Request>& req, void* p, std::size_t n, MPI_Datatype t, int peer) {

@@ -17,6 +17,7 @@
 #include <dsp/layout.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/settings.hpp>
+#include <dsp/wire.hpp>
 
 #include <array>
 #include <chrono>
@@ -67,7 +68,10 @@ enum class Op : std::uint32_t {
   distribute,
   make_groups,
   make_mesh,
-  redistribute
+  redistribute,
+  start_switch,
+  start_gather,
+  batch_switch,
 };
 
 inline const char* op_name(std::uint32_t op) {
@@ -80,6 +84,9 @@ inline const char* op_name(std::uint32_t op) {
     case Op::make_groups: return "dsp::make_parallel_groups";
     case Op::make_mesh: return "dsp::Mesh construction";
     case Op::redistribute: return "dsp::redistribute";
+    case Op::start_switch: return "dsp::start_switch";
+    case Op::start_gather: return "dsp::start_gather";
+    case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
   }
   return "an unknown operation";
 }
@@ -123,6 +130,7 @@ enum class Status : std::uint32_t {
   bad_setting,
   bad_argument,
   backend,
+  failed_in_flight,
 };
 
 inline const char* status_text(std::uint32_t s) {
@@ -134,6 +142,7 @@ inline const char* status_text(std::uint32_t s) {
     case Status::bad_setting: return "a dsp setting from its environment is invalid";
     case Status::bad_argument: return "an argument is invalid there";
     case Status::backend: return "its communication backend failed";
+    case Status::failed_in_flight: return "it failed while the operation was in flight";
   }
   return "an unknown failure";
 }
@@ -141,6 +150,7 @@ inline const char* status_text(std::uint32_t s) {
 /// The exception a rank throws for its own failure.
 [[noreturn]] inline void throw_local(std::uint32_t status, const std::string& what) {
   if (static_cast<Status>(status) == Status::alloc_failed) throw ResourceError(what);
+  if (static_cast<Status>(status) == Status::failed_in_flight) throw Error(what);
   throw InvalidArgument(what);
 }
 
@@ -160,6 +170,7 @@ struct Signature {
   std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
   std::uint64_t comm_size = 0;
   std::uint32_t algorithm = 0;  // the Path a rank resolved (0: none or not chosen)
+  std::uint32_t wire = 0;       // dsp::Wire of a switch (0: exact)
   std::uint32_t site_line = 0;
   std::uint64_t site_hash = 0;  // 0: call-site checks off
   char type[48] = {};
@@ -172,6 +183,18 @@ void set_type(Signature& s) {
   s.type_hash = fnv1a(n) ^ sizeof(T);
   s.elem_bytes = sizeof(T);
   std::memcpy(s.type, n.data(), n.size() < sizeof s.type - 1 ? n.size() : sizeof s.type - 1);
+}
+
+/// The element types of a batch, in order: their names joined by commas,
+/// one hash over all, elem_bytes the sum (the bytes of one element of each).
+template <class... T>
+void set_types(Signature& s) {
+  std::string names;
+  std::uint64_t h = fnv1a("batch");
+  ((names += (names.empty() ? "" : ","), names += type_name<T>(), h = fnv1a(type_name<T>(), h) ^ sizeof(T)), ...);
+  s.type_hash = h;
+  s.elem_bytes = (sizeof(T) + ... + 0);
+  std::memcpy(s.type, names.data(), names.size() < sizeof s.type - 1 ? names.size() : sizeof s.type - 1);
 }
 
 inline void set_extents(Signature& s, std::span<const std::size_t> e) {
@@ -281,6 +304,8 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   if (differs([](const Signature& s) { return s.arg; }))
     return std::string(static_cast<Op>(a.op) == Op::make_groups ? "sequence-parallel sizes" : "arguments") +
            " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
+  if (differs([](const Signature& s) { return s.wire; }))
+    return "wire types disagree: " + list([](const Signature& s) { return std::string(wire_name(Wire(s.wire))); });
   if (differs([](const Signature& s) { return s.algorithm; }))
     return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
            "DSP_SWITCH_ALGORITHM set differently across ranks?): " +

@@ -133,6 +133,23 @@ void execute_peer(Comm& comm, const Exec& exec, const PeerPlan& plan, bool typed
   throw Error("dsp: internal error: a point-to-point plan for a backend without point-to-point exchange");
 }
 
+/// The prepare phase's frame: runs `body` (planning, reserving memory) unless
+/// an earlier check already failed, and records a failure in `sig` and `err`
+/// instead of throwing, so that the agreement check can report it on every
+/// rank. Returns body's result, or a default-constructed one on failure.
+template <class Body>
+auto prepare(int rank, Signature& sig, std::string& err, Body&& body) -> decltype(body()) {
+  if (!err.empty()) return {};
+  try {
+    maybe_inject_fault();
+    return body();
+  } catch (const std::exception& e) {
+    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
+    err = failure_text(sig.op, rank, e);
+    return {};
+  }
+}
+
 // ---------------------------------------------------------------- switch
 
 struct SwitchArgs {
@@ -157,9 +174,7 @@ inline Path path_of(const SwitchPlan& p) {
 /// is recorded in `sig` and `err`.
 template <class M, class Comm>
 std::shared_ptr<const SwitchPlan> prepare_switch(Comm& comm, const SwitchArgs& a, Signature& sig, std::string& err) {
-  if (!err.empty()) return nullptr;
-  try {
-    maybe_inject_fault();
+  return prepare(comm.rank(), sig, err, [&] {
     auto plan = cached_switch_plan(a.global, a.i, a.j, comm.rank(), comm.size(), a.eb, capabilities_of<Comm>(),
                                    switch_algorithm());
     sig.algorithm = static_cast<std::uint32_t>(path_of(*plan));
@@ -168,11 +183,7 @@ std::shared_ptr<const SwitchPlan> prepare_switch(Comm& comm, const SwitchArgs& a
     if (const auto* p = std::get_if<AlltoallvPlan>(plan.get())) sb = p->send_elems, rb = p->recv_elems;
     if (sb || rb) workspace<M>(comm).reserve(sb * a.eb, rb * a.eb);
     return plan;
-  } catch (const std::exception& e) {
-    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-    err = failure_text(sig.op, comm.rank(), e);
-    return nullptr;
-  }
+  });
 }
 
 /// Execute phase of an agreed switch.
@@ -235,20 +246,14 @@ struct GatherArgs {
 /// Prepare phase of a gather: its plan, and the receive buffer reserved.
 template <class M, class Comm>
 GatherPlan prepare_gather(Comm& comm, const GatherArgs& a, Signature& sig, std::string& err) {
-  if (!err.empty()) return {};
-  try {
-    maybe_inject_fault();
+  return prepare(comm.rank(), sig, err, [&] {
     GatherPlan plan =
         plan_gather(a.global, a.d, comm.rank(), comm.size(), a.eb, capabilities_of<Comm>(), switch_algorithm());
     sig.algorithm = static_cast<std::uint32_t>(plan.index() == 0 ? Path::allgather : Path::peer_gather);
     if (const auto* g = std::get_if<AllgatherPlan>(&plan); g && !g->recv_into_output && comm.size() > 1)
       workspace<M>(comm).reserve(0, g->recv_elems * a.eb);
     return plan;
-  } catch (const std::exception& e) {
-    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-    err = failure_text(sig.op, comm.rank(), e);
-    return {};
-  }
+  });
 }
 
 /// Execute phase of an agreed gather. With one rank it is a local copy.
@@ -318,17 +323,12 @@ inline ReduceScatterPlan plan_reduce_scatter(std::span<const std::size_t> global
 /// Prepare phase of an all-reduce or reduce-scatter (reserves the pack buffer).
 template <class M, class Comm>
 ReduceScatterPlan prepare_reduce(Comm& comm, const ReduceArgs& a, Signature& sig, std::string& err) {
-  if (!err.empty() || a.d < 0) return {};
-  try {
-    maybe_inject_fault();
+  if (a.d < 0) return {};
+  return prepare(comm.rank(), sig, err, [&] {
     ReduceScatterPlan plan = plan_reduce_scatter(a.global, std::size_t(a.d), comm.size());
     if (!plan.pack.empty() && comm.size() > 1) workspace<M>(comm).reserve(plan.elems * reduce_bytes(a.type), 0);
     return plan;
-  } catch (const std::exception& e) {
-    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-    err = failure_text(sig.op, comm.rank(), e);
-    return {};
-  }
+  });
 }
 
 /// Execute phase of an agreed all-reduce (d < 0) or reduce-scatter into
@@ -392,20 +392,15 @@ template <class M, class Comm>
 void run_from_root(Comm comm, Signature sig, std::string err, const RootArgs& a) {
   Busy busy(comm, op_name(sig.op));
   const int p = comm.rank(), n = comm.size();
-  ScatterPlan plan;
-  if (err.empty()) {
-    try {
-      maybe_inject_fault();
-      sig.algorithm = static_cast<std::uint32_t>(a.d >= 0 ? Path::scatter : Path::broadcast);
-      if (a.d >= 0) {
-        plan = plan_scatter(a.global, std::size_t(a.d), p, n, a.root);
-        if (plan.send_elems) workspace<M>(comm).reserve(plan.send_elems * a.eb, 0);
-      }
-    } catch (const std::exception& e) {
-      sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-      err = failure_text(sig.op, p, e);
+  sig.algorithm = static_cast<std::uint32_t>(a.d >= 0 ? Path::scatter : Path::broadcast);
+  const ScatterPlan plan = prepare(p, sig, err, [&] {
+    ScatterPlan sp;
+    if (a.d >= 0) {
+      sp = plan_scatter(a.global, std::size_t(a.d), p, n, a.root);
+      if (sp.send_elems) workspace<M>(comm).reserve(sp.send_elems * a.eb, 0);
     }
-  }
+    return sp;
+  });
   agree(comm, sig, err);
   auto exec = execution_space_for<M>(comm);
   const std::size_t total = product(a.global);

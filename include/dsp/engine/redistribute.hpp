@@ -98,22 +98,22 @@ void run_redistribute(const G& group, Signature sig, std::string err, const Mesh
     auto ax = traits::axis(group, a);
     p.group = group_extents(global, state, a, shape, coords);
     state[a] = p.step.to;
-    p.out_elems = product(nested_box(global, std::span<const long>(state), std::span<const int>(shape),
-                                     std::span<const int>(coords))
-                              .count);
+    p.out_elems = product(
+        nested_box(global, std::span<const long>(state), std::span<const int>(shape), std::span<const int>(coords))
+            .count);
     switch (p.step.kind) {
       case StepKind::switch_dims:
-        p.switch_plan = prepare_switch<M>(ax, SwitchArgs{nullptr, nullptr, args.eb, p.group, std::size_t(p.step.from),
-                                                         std::size_t(p.step.to)},
-                                          sig, err);
+        p.switch_plan = prepare_switch<M>(
+            ax, SwitchArgs{nullptr, nullptr, args.eb, p.group, std::size_t(p.step.from), std::size_t(p.step.to)}, sig,
+            err);
         break;
       case StepKind::gather:
-        p.gather_plan = prepare_gather<M>(ax, GatherArgs{nullptr, nullptr, args.eb, p.group, std::size_t(p.step.from)},
-                                          sig, err);
+        p.gather_plan =
+            prepare_gather<M>(ax, GatherArgs{nullptr, nullptr, args.eb, p.group, std::size_t(p.step.from)}, sig, err);
         break;
       case StepKind::reduce_scatter:
-        p.reduce_plan =
-            prepare_reduce<M>(ax, ReduceArgs{nullptr, nullptr, p.group, args.rtype, ReduceOp::sum, p.step.to}, sig, err);
+        p.reduce_plan = prepare_reduce<M>(
+            ax, ReduceArgs{nullptr, nullptr, p.group, args.rtype, ReduceOp::sum, p.step.to}, sig, err);
         break;
       default: break;
     }
@@ -140,9 +140,9 @@ void run_redistribute(const G& group, Signature sig, std::string err, const Mesh
 
   // Execute.
   if (plan.size == 0) {  // the identity: a copy
-    const std::size_t n = product(nested_box(global, std::span<const long>(from), std::span<const int>(shape),
-                                             std::span<const int>(coords))
-                                      .count);
+    const std::size_t n = product(
+        nested_box(global, std::span<const long>(from), std::span<const int>(shape), std::span<const int>(coords))
+            .count);
     auto exec = execution_space_for<M>(world);
     const CopyTask t{contiguous(0, n), contiguous(0, n), n};
     copy_runs(exec, args.out, args.in, args.eb, std::span(&t, 1));

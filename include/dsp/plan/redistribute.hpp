@@ -160,7 +160,7 @@ constexpr std::size_t ipow(std::size_t b, std::size_t e) {
 /// bound never overestimates and is consistent (a step changes one axis).
 constexpr std::uint64_t axis_bound(long x, long t) {
   if (x == t) return 0;
-  const std::uint64_t n = kRefAxis, one = 1 << 10 | 1;  // one collective, one step
+  const std::uint64_t n = kRefAxis, one = 1 << 10 | 1;               // one collective, one step
   if (x >= 0 && t >= 0) return (n - 1) << 20 | one;                  // a switch at the smallest block
   if (x >= 0) return (n * (n - 1)) << 20 | one;                      // a gather first (to Replicated or Partial)
   if (x <= -2) return (t >= 0 ? (n - 1) : 2 * (n - 1)) << 20 | one;  // a reduce-scatter or an all-reduce
@@ -299,8 +299,7 @@ constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::arra
 
 /// The state space size plan_mesh needs for these placements.
 template <std::size_t K>
-constexpr std::size_t plan_states(const std::array<long, K>& from, const std::array<long, K>& to,
-                                  std::size_t rank) {
+constexpr std::size_t plan_states(const std::array<long, K>& from, const std::array<long, K>& to, std::size_t rank) {
   return ipow(alphabet(from, to, rank).size, K);
 }
 

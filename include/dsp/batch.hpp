@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: switches of several tensors at once, and switches on a low-precision
+// wire.
+//
+//   auto [q1, k1, v1] = dsp::dynamic_switch<2>(dsp::batch(q, k, v));    // one agreement, one all-to-all
+//   dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q1, k1, v1));  // into existing tensors
+//   auto y = dsp::dynamic_switch<2>(x, dsp::Wire::bf16);                 // half the bytes on the wire
+//   dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q1, k1, v1), dsp::Wire::fp8_e4m3);
+//
+// A batch holds 1 to 16 tensors of one layout Sharded<i>, one tensor rank, one
+// communicator type and memory space, and equal global extents on one
+// communicator; element types may differ. Its switch is one collective: one
+// agreement check, one all-to-all whose chunk for each peer carries every
+// tensor's section (engine/packed.hpp). Large tensors, whose own switches
+// would go point to point without copies, keep the one agreement and move
+// each with its own exchange, all in flight together.
+#pragma once
+
+#include <dsp/engine/dispatch.hpp>
+#include <dsp/engine/packed.hpp>
+#include <dsp/layout.hpp>
+#include <dsp/primitives.hpp>
+#include <dsp/tensor.hpp>
+#include <dsp/wire.hpp>
+
+#include <array>
+#include <cstddef>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace dsp {
+
+/// References to the tensors of a batch (see dsp::batch). Holds no tensor:
+/// use it within the statement that made it.
+template <class... X>
+struct Batch {
+  std::tuple<X&...> tensors;
+  static constexpr std::size_t size = sizeof...(X);
+};
+
+/// Groups tensors for one switch: `dynamic_switch<D>(batch(q, k, v))`.
+template <class... X>
+Batch<X...> batch(X&... x) {
+  return Batch<X...>{std::tie(x...)};
+}
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_batch_v = false;
+template <class... X>
+inline constexpr bool is_batch_v<Batch<X...>> = true;
+
+template <std::size_t D, class... X>
+constexpr bool batch_switch_ok() {
+  constexpr std::size_t n = sizeof...(X);
+  static_assert(n >= 1 && n <= kMaxBatch, "dsp::batch: a batch holds 1 to 16 tensors.");
+  if constexpr (n >= 1 && n <= kMaxBatch) {
+    static_assert((is_dist_tensor_v<X> && ...), "dsp::batch: every argument must be a dsp::DistTensor.");
+    if constexpr ((is_dist_tensor_v<X> && ...)) {
+      using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+      constexpr bool same = ((tensor_t<X>::rank == X0::rank &&
+                              std::is_same_v<typename tensor_t<X>::layout_type, typename X0::layout_type> &&
+                              std::is_same_v<typename tensor_t<X>::communicator_type, typename X0::communicator_type> &&
+                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>) &&
+                             ...);
+      static_assert(same,
+                    "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
+                    "type and the memory space (element types may differ).");
+      constexpr bool plain = !is_mesh_v<typename X0::communicator_type>;
+      static_assert(plain, "dsp::batch: a batch switch works on tensors of a plain communicator (not a dsp::Mesh).");
+      if constexpr (same && plain) return switch_ok<D, X0>();
+    }
+  }
+  return false;
+}
+
+template <std::size_t D, class XB, class YB>
+struct batch_into_check : std::false_type {};
+template <std::size_t D, class... X, class... Y>
+struct batch_into_check<D, Batch<X...>, Batch<Y...>> {
+  static constexpr bool value = [] {
+    if constexpr (batch_switch_ok<D, X...>()) {
+      if constexpr (sizeof...(X) == sizeof...(Y)) {
+        constexpr bool ok = (std::is_same_v<tensor_t<Y>, relayout_t<X, Sharded<D>>> && ...);
+        static_assert(ok,
+                      "dsp::dynamic_switch<D>(batch(x...), batch(y...)): each y must be a DistTensor with its x's "
+                      "element type, rank, communicator and memory space, and layout Sharded<D>.");
+        return ok;
+      } else {
+        static_assert(sizeof...(X) == sizeof...(Y),
+                      "dsp::dynamic_switch<D>(batch(x...), batch(y...)): the two batches must hold as many tensors.");
+        return false;
+      }
+    }
+    return false;
+  }();
+};
+
+template <class X>
+constexpr bool wire_ok_for() {
+  return std::is_same_v<typename tensor_t<X>::value_type, float>;
+}
+
+/// The bytes a view spans, [begin, end).
+template <class V>
+std::pair<const unsigned char*, const unsigned char*> byte_range(const V& v) {
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  return {b, v.size() == 0 ? b : b + v.span() * sizeof(typename V::value_type)};
+}
+inline bool ranges_overlap(std::pair<const unsigned char*, const unsigned char*> a,
+                           std::pair<const unsigned char*, const unsigned char*> b) {
+  return a.first != a.second && b.first != b.second && a.first < b.second && b.first < a.second;
+}
+
+/// The local checks of a batch switch (every output, every pair of tensors);
+/// the first failure as text, or "".
+template <class Xs, class Ys, std::size_t... I>
+std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, std::index_sequence<I...>) {
+  constexpr std::size_t n = sizeof...(I);
+  const auto& x0 = std::get<0>(xs);
+  auto who = [&] { return std::string(op) + " (rank " + std::to_string(x0.communicator().rank()) + ")"; };
+  std::string err;
+  auto first = [&](const std::string& e) {
+    if (err.empty()) err = e;
+  };
+  (first(check_output(op, std::get<I>(xs), std::get<I>(ys))), ...);
+  if (!err.empty()) return err;
+  const std::array<bool, n> extents_ok{(std::get<I>(xs).global_extents() == x0.global_extents())...};
+  const std::array<bool, n> group_ok{same_group(std::get<I>(xs).communicator(), x0.communicator())...};
+  const std::array<bool, n> float_ok{wire_ok_for<std::tuple_element_t<I, Xs>>()...};
+  const std::array<std::pair<const unsigned char*, const unsigned char*>, n> in{byte_range(std::get<I>(xs).local())...};
+  const std::array<std::pair<const unsigned char*, const unsigned char*>, n> out{
+      byte_range(std::get<I>(ys).local())...};
+  for (std::size_t t = 0; t < n && err.empty(); ++t) {
+    const std::string k = std::to_string(t);
+    if (!extents_ok[t])
+      first(who() + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
+            "tensors of equal extents");
+    else if (!group_ok[t])
+      first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
+    else if (wire != Wire::exact && !float_ok[t])
+      first(who() + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not");
+    for (std::size_t u = 0; u < n && err.empty(); ++u)
+      if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
+        first(who() + ": output " + k + " shares memory with " + (ranges_overlap(out[t], in[u]) ? "input " : "output ") +
+              std::to_string(u) + " of the batch; dsp does not work in place");
+  }
+  return err;
+}
+
+template <class... X>
+using tuple_of_tensors = std::tuple<tensor_t<X>...>;
+
+/// Runs the packed switch of tensors xs into ys. Collective.
+template <std::size_t D, Op op, class Xs, class Ys, std::size_t... I>
+void packed_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc,
+                        std::index_sequence<I...> seq) {
+  using X0 = std::remove_cvref_t<std::tuple_element_t<0, Xs>>;
+  const auto& x0 = std::get<0>(xs);
+  Signature sig = op == Op::batch_switch ? Signature{} : signature_of(op, x0, long(D), loc);
+  if constexpr (op == Op::batch_switch) {
+    sig = make_signature<typename X0::value_type>(op, x0.global_extents(), 0, long(D), loc);
+    set_types<typename std::remove_cvref_t<std::tuple_element_t<I, Xs>>::value_type...>(sig);
+    X0::set_layouts(sig, x0.communicator());
+    sig.arg = static_cast<std::int64_t>(sizeof...(I));
+  }
+  sig.wire = static_cast<std::uint32_t>(wire);
+  std::string err = check_batch(op_name(static_cast<std::uint32_t>(op)), xs, ys, wire, seq);
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
+  const std::array<PackedItem, sizeof...(I)> items{
+      PackedItem{std::get<I>(xs).local().data(), std::get<I>(ys).local().data(),
+                 sizeof(typename std::remove_cvref_t<std::tuple_element_t<I, Xs>>::value_type)}...};
+  run_packed<typename X0::memory_space>(x0.communicator(), sig, std::move(err),
+                                        PackedArgs{items, x0.global_extents(), X0::layout_type::dim, D, wire});
+}
+
+}  // namespace detail
+
+/// Switches every tensor of the batch `xs` (each Sharded<i>) to dim D in one
+/// collective and returns the new Sharded<D> tensors as a std::tuple, in
+/// order. Errors as dynamic_switch: on every rank, the inputs unchanged.
+/// `wire` (float tensors only) sets how the elements travel (wire.hpp).
+template <std::size_t D, class... X>
+auto dynamic_switch(Batch<X...> xs, Wire wire = Wire::exact,
+                    std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::batch_switch_ok<D, X...>()) {
+    std::tuple<detail::relayout_t<X, Sharded<D>>...> ys{std::apply(
+        [&](const auto&... x) {
+          return std::tuple<detail::relayout_t<X, Sharded<D>>...>{
+              detail::allocate_output<detail::relayout_t<X, Sharded<D>>>(x, detail::Op::batch_switch, long(D),
+                                                                         loc)...};
+        },
+        xs.tensors)};
+    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys, wire, loc,
+                                                            std::index_sequence_for<X...>{});
+    return ys;
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+/// As above, into the existing Sharded<D> tensors of the batch `ys` (one per
+/// input, in order). Once warm, it allocates nothing. Collective.
+template <std::size_t D, class... X, class... Y>
+void dynamic_switch(Batch<X...> xs, Batch<Y...> ys, Wire wire = Wire::exact,
+                    std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::batch_into_check<D, Batch<X...>, Batch<Y...>>::value)
+    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys.tensors, wire, loc,
+                                                            std::index_sequence_for<X...>{});
+}
+
+/// dynamic_switch<D>(x) with the elements on the wire as `wire` (x must hold
+/// float). Wire::exact is the plain switch.
+template <std::size_t D, class X>
+auto dynamic_switch(const X& x, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::switch_ok<D, X>()) {
+    if (wire == Wire::exact) return dynamic_switch<D>(x, loc);
+    using Y = detail::relayout_t<X, Sharded<D>>;
+    Y y = detail::allocate_output<Y>(x, detail::Op::dynamic_switch, long(D), loc);
+    dynamic_switch<D>(x, y, wire, loc);
+    return y;
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+/// dynamic_switch<D>(x, y) with the elements on the wire as `wire`.
+template <std::size_t D, class X, class Y>
+void dynamic_switch(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::switch_into_ok<D, X, Y>()) {
+    static_assert(detail::wire_ok_for<X>(),
+                  "dsp::dynamic_switch(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    if constexpr (detail::wire_ok_for<X>()) {
+      if (wire == Wire::exact) return dynamic_switch<D>(x, y, loc);
+      detail::packed_switch_into<D, detail::Op::dynamic_switch>(std::tie(x), std::tie(y), wire, loc,
+                                                                std::index_sequence<0>{});
+    }
+  }
+}
+
+}  // namespace dsp

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: packed switches. Several tensors of one layout and global extents
+// (a batch: Q, K and V) move Sharded<i> -> Sharded<j> with one agreement
+// check and one all-to-all-v whose chunk for each peer carries every
+// tensor's section in turn; and a float tensor's chunks can travel in a
+// low-precision wire type (wire.hpp), converted by the pack and unpack
+// kernels. Counts and displacements are in bytes.
+//
+// Chunk for peer q:  [ tensor 0's section | tensor 1's section | ... ]
+// A section is the tensor's elements for q in the element order of the
+// 1-D switch (plan_peer_switch), exact or in the wire type.
+//
+// When every tensor is large enough that its own switch would go pairwise
+// (no copies in user space), packing would add two copies per byte: then the
+// batch keeps one agreement check but moves each tensor with its own
+// point-to-point exchange, all posted before any is waited for.
+#pragma once
+
+#include <dsp/comm/concepts.hpp>
+#include <dsp/engine/agree.hpp>
+#include <dsp/engine/async.hpp>
+#include <dsp/engine/engine.hpp>
+#include <dsp/engine/workspace.hpp>
+#include <dsp/kernels/convert.hpp>
+#include <dsp/kernels/copy.hpp>
+#include <dsp/plan/switch.hpp>
+#include <dsp/wire.hpp>
+
+#include <array>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dsp::detail {
+
+/// The most tensors one batch carries.
+inline constexpr std::size_t kMaxBatch = 16;
+
+/// One tensor of a packed switch.
+struct PackedItem {
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::size_t eb = 0;  // element bytes
+};
+
+struct PackedArgs {
+  std::span<const PackedItem> items;
+  std::span<const std::size_t> global;
+  std::size_t i = 0, j = 0;  // Sharded<i> -> Sharded<j>
+  Wire wire = Wire::exact;   // for float tensors only (the front end checks)
+};
+
+/// How a packed switch moves data on one rank.
+struct PackedPlan {
+  PeerPlan peer;                               // element runs per peer, the same for every tensor
+  std::vector<std::size_t> send_elems, recv_elems;  // elements per peer, rank order
+  std::vector<std::size_t> sc, sd, rc, rd;     // bytes per peer, rank order (own chunk 0)
+  std::size_t send_bytes = 0, recv_bytes = 0;  // workspace
+  std::size_t bound = 0;                       // >= every byte count and displacement on every rank
+  bool separate = false;                       // each tensor its own point-to-point exchange
+};
+
+/// The section offsets of peer q's chunk: tensor t's section starts at
+/// displ + sum of the earlier tensors' sections.
+inline std::size_t section_bytes(Wire w, std::size_t elems, std::size_t eb) { return wire_section_bytes(w, elems, eb); }
+
+/// Whether the batch moves each tensor with its own exchange: exact wire, a
+/// backend with point-to-point exchange, and every tensor's own switch
+/// resolving to pairwise under the current setting.
+inline bool packed_separately(const PackedArgs& a, int size, Capabilities caps, SwitchAlgorithm setting) {
+  if (a.wire != Wire::exact || !caps.peer || a.i == a.j || size < 2) return false;
+  for (const PackedItem& t : a.items)
+    if (choose_switch(a.global, a.i, a.j, size, t.eb, caps, setting) != SwitchAlgorithm::pairwise) return false;
+  return true;
+}
+
+inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilities caps, SwitchAlgorithm setting) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  PackedPlan plan;
+  if (a.i == a.j) {
+    plan.peer.self = plan_identity(a.global, a.i, rank, size).copy;
+    return plan;
+  }
+  plan.peer = plan_peer_switch(a.global, a.i, a.j, rank, size);
+  plan.separate = packed_separately(a, size, caps, setting);
+  if (plan.separate) return plan;
+  plan.send_elems.assign(n, 0);
+  plan.recv_elems.assign(n, 0);
+  for (const PeerRuns& s : plan.peer.sends) plan.send_elems[std::size_t(s.peer)] = s.elems;
+  for (const PeerRuns& r : plan.peer.recvs) plan.recv_elems[std::size_t(r.peer)] = r.elems;
+  auto chunk = [&](std::size_t elems) {
+    std::size_t b = 0;
+    for (const PackedItem& t : a.items) b += section_bytes(a.wire, elems, t.eb);
+    return b;
+  };
+  plan.sc.assign(n, 0), plan.sd.assign(n, 0), plan.rc.assign(n, 0), plan.rd.assign(n, 0);
+  for (std::size_t q = 0; q < n; ++q) {
+    plan.sd[q] = plan.send_bytes;
+    plan.sc[q] = chunk(plan.send_elems[q]);
+    plan.send_bytes += plan.sc[q];
+    plan.rd[q] = plan.recv_bytes;
+    plan.rc[q] = chunk(plan.recv_elems[q]);
+    plan.recv_bytes += plan.rc[q];
+  }
+  // Rank 0 holds the largest blocks; padding adds at most 8 bytes per section.
+  std::vector<std::size_t> in0(a.global.begin(), a.global.end()), out0 = in0;
+  in0[a.i] = Partition{a.global[a.i], n}.count(0);
+  out0[a.j] = Partition{a.global[a.j], n}.count(0);
+  const std::size_t most = std::max(product(in0), product(out0));
+  for (const PackedItem& t : a.items) plan.bound += section_bytes(a.wire, most, t.eb) + 8 * n;
+  return plan;
+}
+
+/// The packed plans in use, by (extents, dims, rank, size, wire, element
+/// sizes, capabilities, setting); as cached_switch_plan.
+inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a, int rank, int size,
+                                                            Capabilities caps, SwitchAlgorithm setting) {
+  auto make = [&] { return std::make_shared<const PackedPlan>(plan_packed(a, rank, size, caps, setting)); };
+  if (a.global.size() > kMaxRank || a.items.size() > kMaxBatch) return make();
+  using Key = std::array<std::size_t, kMaxRank + kMaxBatch + 9>;
+  Key key{};
+  key[0] = a.global.size();
+  std::copy(a.global.begin(), a.global.end(), key.begin() + 1);
+  std::size_t* k = key.data() + kMaxRank + 1;
+  k[0] = a.i, k[1] = a.j, k[2] = std::size_t(rank), k[3] = std::size_t(size), k[4] = std::size_t(a.wire);
+  k[5] = std::size_t(caps.peer) | std::size_t(caps.typed) << 1, k[6] = std::size_t(setting), k[7] = a.items.size();
+  for (std::size_t t = 0; t < a.items.size(); ++t) k[8 + t] = a.items[t].eb;
+  struct Cache {
+    std::mutex mutex;
+    std::map<Key, std::shared_ptr<const PackedPlan>> plans;
+  };
+  static Cache cache;
+  thread_local Key last_key{};
+  thread_local std::shared_ptr<const PackedPlan> last_plan;
+  if (last_plan && key == last_key) return last_plan;
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  auto it = cache.plans.find(key);
+  if (it == cache.plans.end()) {
+    if (cache.plans.size() >= 256) cache.plans.clear();
+    it = cache.plans.emplace(key, make()).first;
+  }
+  last_key = key;
+  return last_plan = it->second;
+}
+
+/// The widest power-of-two unit dividing both eb and a section's byte offset:
+/// an exact section is copied in that unit, so a section need not start at a
+/// multiple of its element size (tensors of several element types).
+inline std::size_t section_unit(std::size_t eb, std::size_t byte_offset) {
+  std::size_t u = eb & (~eb + 1);  // the largest power of two dividing eb
+  while (byte_offset % u) u /= 2;
+  return u;
+}
+inline Runs scale_runs(const Runs& r, std::size_t f) { return Runs{r.base * f, r.stride * f, r.len * f}; }
+
+/// Packs `elems` elements of `in` (eb bytes each) along `runs` into buf + at.
+template <class Exec>
+void pack_section(const Exec& exec, unsigned char* buf, std::size_t at, const void* in, std::size_t eb,
+                  const Runs& runs, std::size_t elems) {
+  const std::size_t u = section_unit(eb, at), f = eb / u;
+  const CopyTask t{contiguous(at / u, elems * f), scale_runs(runs, f), elems * f};
+  copy_runs(exec, buf, in, u, std::span(&t, 1));
+}
+
+/// Unpacks `elems` elements from buf + at into `out` along `runs`.
+template <class Exec>
+void unpack_section(const Exec& exec, void* out, std::size_t eb, const Runs& runs, const unsigned char* buf,
+                    std::size_t at, std::size_t elems) {
+  const std::size_t u = section_unit(eb, at), f = eb / u;
+  const CopyTask t{scale_runs(runs, f), contiguous(at / u, elems * f), elems * f};
+  copy_runs(exec, out, buf, u, std::span(&t, 1));
+}
+
+/// Execute phase of an agreed packed switch.
+template <class M, class Comm>
+void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
+  auto exec = execution_space_for<M>(comm);
+  const bool wire = a.wire != Wire::exact;
+  // Own blocks first (they need nothing from anybody).
+  for (const PackedItem& t : a.items) {
+    if (wire)
+      wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
+    else
+      copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
+  }
+  const bool moves = a.i != a.j && comm.size() > 1 && product(a.global) > 0;
+  if (!moves) return fence_after<Comm>(exec);
+  if (plan.separate) {
+    fence_before_transfer<Comm>(exec);
+    if constexpr (AsyncPeerExchange<Comm>) {
+      std::vector<std::optional<typename Comm::Pending>> pending(a.items.size());
+      for (std::size_t t = 0; t < a.items.size(); ++t)
+        pending[t].emplace(comm.post_runs(a.items[t].in, plan.peer.sends, a.items[t].out, plan.peer.recvs,
+                                          a.items[t].eb));
+      for (auto& p : pending) comm.wait_runs(*p);
+    } else if constexpr (PeerExchange<Comm>) {
+      for (const PackedItem& t : a.items)
+        comm.exchange_runs(t.in, plan.peer.sends, t.out, plan.peer.recvs, t.eb, [] {});
+    } else {
+      throw Error("dsp: internal error: a separate batch on a backend without point-to-point exchange");
+    }
+    return fence_after<Comm>(exec);
+  }
+  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
+  unsigned char* sbuf = ws ? ws->send() : nullptr;
+  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  for (const PeerRuns& s : plan.peer.sends) {
+    std::size_t at = plan.sd[std::size_t(s.peer)];
+    for (const PackedItem& t : a.items) {
+      if (wire)
+        wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
+      else
+        pack_section(exec, sbuf, at, t.in, t.eb, s.runs, s.elems);
+      at += section_bytes(a.wire, s.elems, t.eb);
+    }
+  }
+  fence_before_transfer<Comm>(exec);
+  comm.all_to_all_v(sbuf, plan.sc, plan.sd, rbuf, plan.rc, plan.rd, 1, plan.bound);
+  for (const PeerRuns& r : plan.peer.recvs) {
+    std::size_t at = plan.rd[std::size_t(r.peer)];
+    for (const PackedItem& t : a.items) {
+      if (wire)
+        wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
+      else
+        unpack_section(exec, t.out, t.eb, r.runs, rbuf, at, r.elems);
+      at += section_bytes(a.wire, r.elems, t.eb);
+    }
+  }
+  fence_after<Comm>(exec);
+}
+
+/// A whole packed switch: prepare, agree, execute. Collective. `sig` and
+/// `err` come from the front end (its checks of every tensor).
+template <class M, class Comm>
+void run_packed(Comm comm, Signature sig, std::string err, const PackedArgs& a) {
+  Busy busy(comm, op_name(sig.op));
+  auto plan = prepare(comm.rank(), sig, err, [&] {
+    auto p = cached_packed_plan(a, comm.rank(), comm.size(), capabilities_of<Comm>(), switch_algorithm());
+    sig.algorithm = static_cast<std::uint32_t>(a.i == a.j ? Path::identity
+                                               : p->separate ? Path::pairwise
+                                                             : Path::alltoallv);
+    if (p->send_bytes || p->recv_bytes) workspace<M>(comm).reserve(p->send_bytes, p->recv_bytes);
+    return p;
+  });
+  agree(comm, sig, err);
+  execute_packed<M>(comm, *plan, a);
+}
+
+}  // namespace dsp::detail

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Batched switches: several tensors in one collective. The data of every
+// tensor against the reference for random uneven and empty shapes, mixed
+// element types (so sections start at offsets that are no multiple of an
+// element), every switch algorithm setting (the packed path and the separate
+// point-to-point path), one agreement and one data collective with exactly
+// the cost model's bytes, and errors on every rank with the inputs unchanged.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <dsp/batch.hpp>
+#include <dsp/comm/counting.hpp>
+#include <dsp/cost.hpp>
+
+#include <random>
+#include <string>
+#include <tuple>
+
+using namespace dsp_test;
+
+namespace {
+template <class T, class L, class C = dsp::MpiCommunicator>
+using T3 = dsp::DistTensor<T, 3, L, C>;
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const dsp::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct AlgorithmScope {
+  explicit AlgorithmScope(dsp::SwitchAlgorithm a) { dsp::set_switch_algorithm(a); }
+  ~AlgorithmScope() { dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic); }
+};
+
+constexpr dsp::SwitchAlgorithm kAll[] = {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoall,
+                                         dsp::SwitchAlgorithm::alltoallv, dsp::SwitchAlgorithm::pairwise,
+                                         dsp::SwitchAlgorithm::datatypes};
+}  // namespace
+
+TEST_CASE("a batch of three float tensors: the data, for random shapes and every algorithm setting") {
+  std::mt19937 rng(71);
+  for (auto a : kAll) {
+    AlgorithmScope scope(a);
+    for (int c = 0; c < 10; ++c) {
+      const auto g = random_extents<3>(rng);
+      T3<float, dsp::Sharded<0>> q{world(), g}, k{world(), g}, v{world(), g};
+      fill(q), fill(k), fill(v);
+      auto [q2, k2, v2] = dsp::dynamic_switch<2>(dsp::batch(q, k, v));
+      static_assert(std::is_same_v<decltype(q2), T3<float, dsp::Sharded<2>>>);
+      CHECK(count_wrong(q2) == 0);
+      CHECK(count_wrong(k2) == 0);
+      CHECK(count_wrong(v2) == 0);
+      CHECK(count_wrong(q) == 0);
+      // Back into existing tensors, to another dim.
+      T3<float, dsp::Sharded<1>> q3{world(), g}, k3{world(), g}, v3{world(), g};
+      dsp::dynamic_switch<1>(dsp::batch(q2, k2, v2), dsp::batch(q3, k3, v3));
+      CHECK(count_wrong(q3) + count_wrong(k3) + count_wrong(v3) == 0);
+    }
+  }
+}
+
+TEST_CASE("a batch of mixed element types: sections at offsets no element size divides") {
+  std::mt19937 rng(72);
+  for (auto a : kAll) {
+    AlgorithmScope scope(a);
+    for (int c = 0; c < 10; ++c) {
+      const auto g = random_extents<3>(rng);
+      T3<double, dsp::Sharded<1>> x{world(), g};
+      T3<std::int16_t, dsp::Sharded<1>> y{world(), g};
+      T3<std::int8_t, dsp::Sharded<1>> z{world(), g};
+      T3<float, dsp::Sharded<1>> w{world(), g};
+      fill(x), fill(y), fill(z), fill(w);
+      T3<double, dsp::Sharded<0>> x2{world(), g};
+      T3<std::int16_t, dsp::Sharded<0>> y2{world(), g};
+      T3<std::int8_t, dsp::Sharded<0>> z2{world(), g};
+      T3<float, dsp::Sharded<0>> w2{world(), g};
+      // int8 then int16 then double then float: each section after the first may be misaligned.
+      dsp::dynamic_switch<0>(dsp::batch(z, y, x, w), dsp::batch(z2, y2, x2, w2));
+      CHECK(count_wrong(x2) == 0);
+      CHECK(count_wrong(y2) == 0);
+      CHECK(count_wrong(z2) == 0);
+      CHECK(count_wrong(w2) == 0);
+    }
+  }
+}
+
+TEST_CASE("a batch of one, and the identity switch of a batch") {
+  const std::array<std::size_t, 3> g{5, 7, 3};
+  T3<float, dsp::Sharded<1>> x{world(), g};
+  fill(x);
+  auto [y] = dsp::dynamic_switch<0>(dsp::batch(x));
+  CHECK(count_wrong(y) == 0);
+  auto [a, b] = dsp::dynamic_switch<1>(dsp::batch(x, x));  // the same input twice is allowed: inputs are read only
+  CHECK(count_wrong(a) + count_wrong(b) == 0);
+}
+
+TEST_CASE("a batch is one agreement and one data collective, with the cost model's bytes") {
+  using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  C comm{world()};
+  const int n = comm.size();
+  std::mt19937 rng(73);
+  for (auto a : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoallv}) {
+    AlgorithmScope scope(a);
+    for (int c = 0; c < 8; ++c) {
+      const auto g = random_extents<3>(rng);
+      T3<float, dsp::Sharded<0>, C> q{comm, g}, k{comm, g};
+      T3<double, dsp::Sharded<0>, C> v{comm, g};
+      fill(q), fill(k), fill(v);
+      T3<float, dsp::Sharded<2>, C> q2{comm, g}, k2{comm, g};
+      T3<double, dsp::Sharded<2>, C> v2{comm, g};
+      comm.reset();
+      dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q2, k2, v2));
+      const auto counts = comm.counts();
+      const auto model = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<2>>(g, 4 + 4 + 8, std::size_t(n),
+                                                                               std::size_t(comm.rank()));
+      CHECK(counts.bytes_sent == model.bytes);
+      CHECK(counts.collectives() == model.collectives);
+      CHECK(counts.control <= 1);
+      CHECK(count_wrong(q2) + count_wrong(k2) + count_wrong(v2) == 0);
+    }
+  }
+}
+
+TEST_CASE("large tensors: one agreement, each tensor its own exchange, all in flight") {
+  using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  C comm{world()};
+  const std::array<std::size_t, 3> g{8, 256, 160};  // 320 KiB per float tensor: pairwise when n <= 2
+  T3<float, dsp::Sharded<0>, C> q{comm, g}, k{comm, g}, v{comm, g};
+  fill(q), fill(k), fill(v);
+  AlgorithmScope scope(dsp::SwitchAlgorithm::pairwise);
+  comm.reset();
+  auto [q2, k2, v2] = dsp::dynamic_switch<1>(dsp::batch(q, k, v));
+  CHECK(count_wrong(q2) + count_wrong(k2) + count_wrong(v2) == 0);
+  const auto c = comm.counts();
+  CHECK(c.control <= 1);
+  CHECK(c.bytes_sent == dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 12, std::size_t(comm.size()),
+                                                                                std::size_t(comm.rank()))
+                            .bytes);
+  if (comm.size() > 1) CHECK(c.exchange == 3);
+}
+
+TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
+  const int me = world().rank(), n = world().size();
+  const std::array<std::size_t, 3> g{6, 5, 4}, other{6, 5, 5};
+  T3<float, dsp::Sharded<0>> q{world(), g}, k{world(), g};
+  fill(q), fill(k);
+  SUBCASE("extents of one tensor differ from the others") {
+    T3<float, dsp::Sharded<0>> bad{world(), other};
+    fill(bad);
+    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, bad)); });
+    CHECK(e.find("equal extents") != std::string::npos);
+    CHECK(count_wrong(bad) == 0);
+  }
+  SUBCASE("one rank's batch has other extents than the other ranks'") {
+    T3<float, dsp::Sharded<0>> r{world(), me == n - 1 ? other : g}, s{world(), me == n - 1 ? other : g};
+    fill(r), fill(s);
+    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(r, s)); });
+    if (n > 1) CHECK(e.find("global extents disagree") != std::string::npos);
+    CHECK(count_wrong(r) + count_wrong(s) == 0);
+  }
+  SUBCASE("two outputs of the batch are one tensor") {
+    T3<float, dsp::Sharded<1>> q2{world(), g};
+    const std::string e = error_of([&] { dsp::dynamic_switch<1>(dsp::batch(q, k), dsp::batch(q2, q2)); });
+    if (q2.local_size() > 0) CHECK(e.find("shares memory with output") != std::string::npos);
+    CHECK(count_wrong(q) + count_wrong(k) == 0);
+  }
+  SUBCASE("a rank asks for a different wire type") {
+    T3<float, dsp::Sharded<1>> q2{world(), g}, k2{world(), g};
+    const dsp::Wire w = me == 0 ? dsp::Wire::bf16 : dsp::Wire::exact;
+    const std::string e = error_of([&] { dsp::dynamic_switch<1>(dsp::batch(q, k), dsp::batch(q2, k2), w); });
+    if (n > 1) CHECK(e.find("wire types disagree") != std::string::npos);
+    CHECK(count_wrong(q) + count_wrong(k) == 0);
+  }
+  SUBCASE("a low-precision wire for a batch with a non-float tensor") {
+    T3<std::int32_t, dsp::Sharded<0>> i{world(), g};
+    fill(i);
+    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, i), dsp::Wire::fp16); });
+    CHECK(e.find("needs float tensors") != std::string::npos);
+    CHECK(count_wrong(i) == 0);
+  }
+  SUBCASE("a local allocation failure on one rank") {
+    if (me == n - 1) dsp::detail::injected_faults() = 1;
+    T3<float, dsp::Sharded<1>> q2{world(), g}, k2{world(), g};
+    const std::string e = error_of([&] { dsp::dynamic_switch<1>(dsp::batch(q, k), dsp::batch(q2, k2)); });
+    dsp::detail::injected_faults() = 0;
+    CHECK(!e.empty());
+    CHECK(count_wrong(q) + count_wrong(k) == 0);
+  }
+  // The communicator is still usable after every error above.
+  auto [a, b] = dsp::dynamic_switch<2>(dsp::batch(q, k));
+  CHECK(count_wrong(a) + count_wrong(b) == 0);
+}
