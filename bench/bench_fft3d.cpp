@@ -22,8 +22,10 @@
 // the same on every rank (Google Benchmark picks the same iteration count on
 // every rank); rank 0 prints. Then the methods of a size run again
 // interleaved, one iteration each per round, and rank 0 prints the median
-// over rounds of (method / fftw_mpi in the same round), with the median local
-// FFT and transpose times of the dsp methods (each the slowest rank's).
+// over rounds of (method / fftw_mpi in the same round), the same against
+// fftw_mpi_transposed_out (the like-for-like reference of dsp_slab, whose
+// spectrum is transposed too), and the median local FFT and transpose times
+// of the dsp methods (each the slowest rank's).
 #include "common.hpp"
 
 #include "../examples/fft3d/verify.hpp"
@@ -210,9 +212,11 @@ void print_ratios(int rank) {
   auto& r = reg();
   if (rank == 0)
     std::printf(
-        "\nratios: median over interleaved rounds of (method time / fftw_mpi time in the same round)\n"
-        "%-24s %-26s %10s %8s %8s %7s %12s %12s\n",
-        "case", "method", "median_ms", "GFlop/s", "ratio", "rounds", "local_fft_ms", "transpose_ms");
+        "\nratios: median over interleaved rounds of (method time / reference time in the same round);\n"
+        "ratio: to fftw_mpi (output like the input); ratio_tr: to fftw_mpi_transposed_out (output\n"
+        "transposed, as dsp_slab's Sharded<1> spectrum)\n"
+        "%-24s %-26s %10s %8s %8s %8s %7s %12s %12s\n",
+        "case", "method", "median_ms", "GFlop/s", "ratio", "ratio_tr", "rounds", "local_fft_ms", "transpose_ms");
   for (const std::string& group : r.groups) {
     std::vector<std::string> names;
     double per_round = 0;
@@ -222,6 +226,8 @@ void print_ratios(int rank) {
     const auto ref = std::find(names.begin(), names.end(), "fftw_mpi");
     if (ref == names.end()) continue;  // not selected by --benchmark_filter
     const std::size_t ri = std::size_t(ref - names.begin());
+    const auto tref = std::find(names.begin(), names.end(), "fftw_mpi_transposed_out");
+    const std::size_t ti = std::size_t(tref - names.begin());  // names.size(): not selected
     std::vector<std::shared_ptr<Method>> ms;
     for (auto& nm : names) ms.push_back(r.get(group, nm));
     for (auto& m : ms) m->prepare(), m->run();
@@ -241,16 +247,20 @@ void print_ratios(int rank) {
     const double points = double(N) * double(N) * double(N), flops = 5 * points * std::log2(points);
     if (rank == 0) {
       for (std::size_t i = 0; i < names.size(); ++i) {
-        std::vector<double> ratio;
-        for (int k = 0; k < rounds; ++k) ratio.push_back(t[i][std::size_t(k)] / t[ri][std::size_t(k)]);
+        std::vector<double> ratio, ratio_tr;
+        for (int k = 0; k < rounds; ++k) {
+          ratio.push_back(t[i][std::size_t(k)] / t[ri][std::size_t(k)]);
+          if (ti < names.size()) ratio_tr.push_back(t[i][std::size_t(k)] / t[ti][std::size_t(k)]);
+        }
         const double med = median(t[i]);
-        char a[16] = "-", b[16] = "-";
+        char a[16] = "-", b[16] = "-", c[16] = "-";
+        if (!ratio_tr.empty()) std::snprintf(c, sizeof c, "%.3f", median(ratio_tr));
         if (fft[i][0] >= 0) {
           std::snprintf(a, sizeof a, "%.2f", median(fft[i]) * 1e3);
           std::snprintf(b, sizeof b, "%.2f", median(tr[i]) * 1e3);
         }
-        std::printf("%-24s %-26s %10.2f %8.2f %8.3f %7d %12s %12s\n", group.c_str(), names[i].c_str(), med * 1e3,
-                    flops / med * 1e-9, median(ratio), rounds, a, b);
+        std::printf("%-24s %-26s %10.2f %8.2f %8.3f %8s %7d %12s %12s\n", group.c_str(), names[i].c_str(), med * 1e3,
+                    flops / med * 1e-9, median(ratio), c, rounds, a, b);
       }
       std::fflush(stdout);
     }
