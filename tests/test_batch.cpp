@@ -118,7 +118,7 @@ TEST_CASE("a batch is one agreement and one data collective, with the cost model
       dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q2, k2, v2));
       const auto counts = comm.counts();
       const auto model = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<2>>(g, 4 + 4 + 8, std::size_t(n),
-                                                                               std::size_t(comm.rank()));
+                                                                                std::size_t(comm.rank()));
       CHECK(counts.bytes_sent == model.bytes);
       CHECK(counts.collectives() == model.collectives);
       CHECK(counts.control <= 1);
@@ -140,7 +140,7 @@ TEST_CASE("large tensors: one agreement, each tensor its own exchange, all in fl
   const auto c = comm.counts();
   CHECK(c.control <= 1);
   CHECK(c.bytes_sent == dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 12, std::size_t(comm.size()),
-                                                                                std::size_t(comm.rank()))
+                                                                               std::size_t(comm.rank()))
                             .bytes);
   if (comm.size() > 1) CHECK(c.exchange == 3);
 }

@@ -6,6 +6,7 @@
 //   dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q1, k1, v1));  // into existing tensors
 //   auto y = dsp::dynamic_switch<2>(x, dsp::Wire::bf16);                 // half the bytes on the wire
 //   dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q1, k1, v1), dsp::Wire::fp8_e4m3);
+//   auto r = dsp::gather(x, dsp::Wire::bf16);                            // a gather on a wire
 //
 // A batch holds 1 to 16 tensors of one layout Sharded<i>, one tensor rank, one
 // communicator type and memory space, and equal global extents on one
@@ -65,8 +66,7 @@ constexpr bool batch_switch_ok() {
       constexpr bool same = ((tensor_t<X>::rank == X0::rank &&
                               std::is_same_v<typename tensor_t<X>::layout_type, typename X0::layout_type> &&
                               std::is_same_v<typename tensor_t<X>::communicator_type, typename X0::communicator_type> &&
-                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>) &&
-                             ...);
+                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>)&&...);
       static_assert(same,
                     "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
                     "type and the memory space (element types may differ).");
@@ -140,14 +140,14 @@ std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, s
     if (!extents_ok[t])
       first(who() + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
             "tensors of equal extents");
-    else if (!group_ok[t])
-      first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
+    else if (!group_ok[t]) first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
     else if (wire != Wire::exact && !float_ok[t])
       first(who() + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not");
     for (std::size_t u = 0; u < n && err.empty(); ++u)
       if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
-        first(who() + ": output " + k + " shares memory with " + (ranges_overlap(out[t], in[u]) ? "input " : "output ") +
-              std::to_string(u) + " of the batch; dsp does not work in place");
+        first(who() + ": output " + k + " shares memory with " +
+              (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
+              " of the batch; dsp does not work in place");
   }
   return err;
 }
@@ -190,13 +190,11 @@ auto dynamic_switch(Batch<X...> xs, Wire wire = Wire::exact,
   if constexpr (detail::batch_switch_ok<D, X...>()) {
     std::tuple<detail::relayout_t<X, Sharded<D>>...> ys{std::apply(
         [&](const auto&... x) {
-          return std::tuple<detail::relayout_t<X, Sharded<D>>...>{
-              detail::allocate_output<detail::relayout_t<X, Sharded<D>>>(x, detail::Op::batch_switch, long(D),
-                                                                         loc)...};
+      return std::tuple<detail::relayout_t<X, Sharded<D>>...>{
+          detail::allocate_output<detail::relayout_t<X, Sharded<D>>>(x, detail::Op::batch_switch, long(D), loc)...};
         },
         xs.tensors)};
-    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys, wire, loc,
-                                                            std::index_sequence_for<X...>{});
+    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys, wire, loc, std::index_sequence_for<X...>{});
     return ys;
   } else {
     return detail::Invalid{};
@@ -238,6 +236,42 @@ void dynamic_switch(const X& x, Y& y, Wire wire, std::source_location loc = std:
       if (wire == Wire::exact) return dynamic_switch<D>(x, y, loc);
       detail::packed_switch_into<D, detail::Op::dynamic_switch>(std::tie(x), std::tie(y), wire, loc,
                                                                 std::index_sequence<0>{});
+    }
+  }
+}
+
+/// gather(x) with the blocks on the wire as `wire` (x must hold float): every
+/// rank receives the same values, each rounded through the wire type
+/// (wire.hpp). Wire::exact is the plain gather. Collective.
+template <class X>
+auto gather(const X& x, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::gather_ok<X>()) {
+    using Y = detail::relayout_t<X, Replicated>;
+    if (wire == Wire::exact) return gather(x, loc);
+    Y y = detail::allocate_output<Y>(x, detail::Op::gather, -1, loc);
+    gather(x, y, wire, loc);
+    return y;
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+/// gather(x, y) with the blocks on the wire as `wire`. Collective.
+template <class X, class Y>
+void gather(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::gather_into_ok<X, Y>()) {
+    static_assert(detail::wire_ok_for<X>(),
+                  "dsp::gather(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    if constexpr (detail::wire_ok_for<X>()) {
+      if (wire == Wire::exact) return gather(x, y, loc);
+      using Xt = detail::tensor_t<X>;
+      detail::Signature sig = detail::signature_of(detail::Op::gather, x, -1, loc);
+      sig.wire = static_cast<std::uint32_t>(wire);
+      std::string err = detail::check_output("dsp::gather", x, y);
+      if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
+      detail::run_wire_gather<typename Xt::memory_space>(x.communicator(), sig, std::move(err), x.local().data(),
+                                                         y.local().data(), x.global_extents(), Xt::layout_type::dim,
+                                                         wire);
     }
   }
 }

@@ -57,12 +57,12 @@ struct PackedArgs {
 
 /// How a packed switch moves data on one rank.
 struct PackedPlan {
-  PeerPlan peer;                               // element runs per peer, the same for every tensor
+  PeerPlan peer;                                    // element runs per peer, the same for every tensor
   std::vector<std::size_t> send_elems, recv_elems;  // elements per peer, rank order
-  std::vector<std::size_t> sc, sd, rc, rd;     // bytes per peer, rank order (own chunk 0)
-  std::size_t send_bytes = 0, recv_bytes = 0;  // workspace
-  std::size_t bound = 0;                       // >= every byte count and displacement on every rank
-  bool separate = false;                       // each tensor its own point-to-point exchange
+  std::vector<std::size_t> sc, sd, rc, rd;          // bytes per peer, rank order (own chunk 0)
+  std::size_t send_bytes = 0, recv_bytes = 0;       // workspace
+  std::size_t bound = 0;                            // >= every byte count and displacement on every rank
+  bool separate = false;                            // each tensor its own point-to-point exchange
 };
 
 /// The section offsets of peer q's chunk: tensor t's section starts at
@@ -118,8 +118,8 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
 
 /// The packed plans in use, by (extents, dims, rank, size, wire, element
 /// sizes, capabilities, setting); as cached_switch_plan.
-inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a, int rank, int size,
-                                                            Capabilities caps, SwitchAlgorithm setting) {
+inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a, int rank, int size, Capabilities caps,
+                                                            SwitchAlgorithm setting) {
   auto make = [&] { return std::make_shared<const PackedPlan>(plan_packed(a, rank, size, caps, setting)); };
   if (a.global.size() > kMaxRank || a.items.size() > kMaxBatch) return make();
   using Key = std::array<std::size_t, kMaxRank + kMaxBatch + 9>;
@@ -183,10 +183,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   const bool wire = a.wire != Wire::exact;
   // Own blocks first (they need nothing from anybody).
   for (const PackedItem& t : a.items) {
-    if (wire)
-      wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
-    else
-      copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
+    if (wire) wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
+    else copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
   }
   const bool moves = a.i != a.j && comm.size() > 1 && product(a.global) > 0;
   if (!moves) return fence_after<Comm>(exec);
@@ -195,8 +193,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
     if constexpr (AsyncPeerExchange<Comm>) {
       std::vector<std::optional<typename Comm::Pending>> pending(a.items.size());
       for (std::size_t t = 0; t < a.items.size(); ++t)
-        pending[t].emplace(comm.post_runs(a.items[t].in, plan.peer.sends, a.items[t].out, plan.peer.recvs,
-                                          a.items[t].eb));
+        pending[t].emplace(
+            comm.post_runs(a.items[t].in, plan.peer.sends, a.items[t].out, plan.peer.recvs, a.items[t].eb));
       for (auto& p : pending) comm.wait_runs(*p);
     } else if constexpr (PeerExchange<Comm>) {
       for (const PackedItem& t : a.items)
@@ -212,10 +210,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   for (const PeerRuns& s : plan.peer.sends) {
     std::size_t at = plan.sd[std::size_t(s.peer)];
     for (const PackedItem& t : a.items) {
-      if (wire)
-        wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
-      else
-        pack_section(exec, sbuf, at, t.in, t.eb, s.runs, s.elems);
+      if (wire) wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
+      else pack_section(exec, sbuf, at, t.in, t.eb, s.runs, s.elems);
       at += section_bytes(a.wire, s.elems, t.eb);
     }
   }
@@ -224,10 +220,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   for (const PeerRuns& r : plan.peer.recvs) {
     std::size_t at = plan.rd[std::size_t(r.peer)];
     for (const PackedItem& t : a.items) {
-      if (wire)
-        wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
-      else
-        unpack_section(exec, t.out, t.eb, r.runs, rbuf, at, r.elems);
+      if (wire) wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
+      else unpack_section(exec, t.out, t.eb, r.runs, rbuf, at, r.elems);
       at += section_bytes(a.wire, r.elems, t.eb);
     }
   }
@@ -241,7 +235,7 @@ void run_packed(Comm comm, Signature sig, std::string err, const PackedArgs& a) 
   Busy busy(comm, op_name(sig.op));
   auto plan = prepare(comm.rank(), sig, err, [&] {
     auto p = cached_packed_plan(a, comm.rank(), comm.size(), capabilities_of<Comm>(), switch_algorithm());
-    sig.algorithm = static_cast<std::uint32_t>(a.i == a.j ? Path::identity
+    sig.algorithm = static_cast<std::uint32_t>(a.i == a.j    ? Path::identity
                                                : p->separate ? Path::pairwise
                                                              : Path::alltoallv);
     if (p->send_bytes || p->recv_bytes) workspace<M>(comm).reserve(p->send_bytes, p->recv_bytes);
@@ -249,6 +243,63 @@ void run_packed(Comm comm, Signature sig, std::string err, const PackedArgs& a) 
   });
   agree(comm, sig, err);
   execute_packed<M>(comm, *plan, a);
+}
+
+// ---------------------------------------------------------------- gather on a wire
+
+/// A gather Sharded<d> -> Replicated of a float tensor whose blocks travel as
+/// `wire`: each rank packs its block into one wire section, one all-gather-v
+/// of the sections (bytes), and every section is unpacked into its place. The
+/// own block goes through the same rounding, so every rank holds the same values.
+struct WireGatherPlan {
+  std::vector<std::size_t> counts, displs;  // bytes per rank
+  std::vector<Runs> place;                  // where rank q's block lands in the output
+  std::vector<std::size_t> elems;           // elements of rank q's block
+  std::size_t recv_bytes = 0;
+};
+
+inline WireGatherPlan plan_wire_gather(std::span<const std::size_t> global, std::size_t d, int size, Wire w) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  const Partition pd{global[d], n};
+  const Slab g = slab(global, d);
+  WireGatherPlan plan;
+  for (std::size_t q = 0; q < n; ++q) {
+    const std::size_t e = g.elems(pd.count(q));
+    plan.elems.push_back(e);
+    plan.place.push_back(g.runs(pd.offset(q), pd.count(q)));
+    plan.displs.push_back(plan.recv_bytes);
+    plan.counts.push_back(wire_section_bytes(w, e, sizeof(float)));
+    plan.recv_bytes += plan.counts.back();
+  }
+  return plan;
+}
+
+/// A whole gather on a wire: prepare, agree, execute. Collective.
+template <class M, class Comm>
+void run_wire_gather(Comm comm, Signature sig, std::string err, const float* in, float* out,
+                     std::span<const std::size_t> global, std::size_t d, Wire w) {
+  Busy busy(comm, op_name(sig.op));
+  const std::size_t p = static_cast<std::size_t>(comm.rank());
+  sig.algorithm = static_cast<std::uint32_t>(Path::allgather);
+  const WireGatherPlan plan = prepare(comm.rank(), sig, err, [&] {
+    WireGatherPlan wp = plan_wire_gather(global, d, comm.size(), w);
+    if (comm.size() > 1) workspace<M>(comm).reserve(wp.counts[p], wp.recv_bytes);
+    return wp;
+  });
+  agree(comm, sig, err);
+  auto exec = execution_space_for<M>(comm);
+  const CopyTask own{plan.place[p], contiguous(0, plan.elems[p]), plan.elems[p]};
+  wire_round(exec, w, out, in, own);
+  if (comm.size() == 1 || product(global) == 0) return fence_after<Comm>(exec);
+  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
+  unsigned char* sbuf = ws ? ws->send() : nullptr;
+  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  wire_pack(exec, w, sbuf, in, contiguous(0, plan.elems[p]), plan.elems[p]);
+  fence_before_transfer<Comm>(exec);
+  comm.all_gather_v(sbuf, plan.counts[p], rbuf, plan.counts, plan.displs, 1);
+  for (std::size_t q = 0; q < plan.counts.size(); ++q)
+    if (q != p) wire_unpack(exec, w, out, plan.place[q], rbuf + plan.displs[q], plan.elems[q]);
+  fence_after<Comm>(exec);
 }
 
 }  // namespace dsp::detail
