@@ -69,7 +69,10 @@ std::map<std::string, Make>& makers() {
 
 std::string shape_text(const std::vector<std::size_t>& g) {
   std::string t = "[";
-  for (std::size_t d = 0; d < g.size(); ++d) t += (d ? "," : "") + std::to_string(g[d]);
+  for (std::size_t d = 0; d < g.size(); ++d) {
+    if (d) t += ',';
+    t += std::to_string(g[d]);
+  }
   return t + "]";
 }
 

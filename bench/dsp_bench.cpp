@@ -13,9 +13,32 @@
 // shape (the global tensor [A, B, C] a switch and its references move,
 // as AxBxC; "-" for alltoall and allgather, which move flat buffers). The
 // text table ends with nccl-tests' "# Avg bus bandwidth" line: the mean busbw
-// over the sizes run.
+// over the sizes run. -o takes a comma-separated list: one table per op.
+//
+// -B nccl (built when dsp::nccl exists and Kokkos has CUDA: DSP_BENCH_WITH_NCCL)
+// runs the same operations on dsp::NcclCommunicator with tensors and buffers
+// in Kokkos::CudaSpace, one GPU per rank (local rank modulo the GPUs seen).
+// Each timed iteration ends with a stream synchronization, then the slowest
+// rank's MPI_Wtime counts. alltoall is the communicator's all-to-all, i.e.
+// one ncclAlltoAll (NCCL 2.28 or newer) or grouped ncclSend/ncclRecv (the
+// table's header says which); nccl-alltoall is the same call on the switch's
+// bytes (the reference for the switch, as mpi-alltoall is for MPI), memcpy a
+// device-to-device cudaMemcpyAsync of the local block:
+//
+//   mpirun -np 8 dsp-bench -B nccl -o switch,nccl-alltoall,memcpy -b 1M -e 1G -c 1
 #include "common.hpp"
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+#if defined(DSP_BENCH_WITH_NCCL)
+#if !defined(KOKKOS_ENABLE_CUDA)
+#error "DSP_BENCH_WITH_NCCL needs a CUDA-enabled Kokkos (tensors in Kokkos::CudaSpace)"
+#endif
+#include <dsp/nccl.hpp>
+#endif
+
+#include <algorithm>
 #include <array>
 #include <cinttypes>
 #include <cmath>
@@ -23,9 +46,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -37,8 +63,10 @@ struct Options {
   int iters = 20, warmup = 5;
   bool check = true;
   std::string type = "float", op = "switch", backend = "mpi", format = "text", out;
+  std::vector<std::string> ops;  // -o, split at commas; `op` is the one being run
   int dim_from = 0, dim_to = 1;
   std::size_t inner = 32;  // switch: extent of the last dim
+  int peers = 0;           // pack, unpack: the rank count of the plan (0: this run's)
   bool agreement = true;
 };
 
@@ -59,14 +87,20 @@ struct Options {
       "  -c, --check 0|1      check every element against the reference             [1]\n"
       "                       (0: no check, and #wrong is reported as -1)\n"
       "  -d, --datatype T     float double int32 int64 int8 uint8                   [float]\n"
-      "  -o, --op OP          alltoall | allgather | switch                         [switch]\n"
+      "  -o, --op OP[,OP...]  alltoall | allgather | switch (one table each)       [switch]\n"
       "                       references for the switch's shape: mpi-alltoall (raw MPI_Alltoall of\n"
       "                       the same bytes), mpi-alltoallw (subarray datatypes, dims 0,1, float),\n"
-      "                       memcpy (of the local block)\n"
+      "                       memcpy (of the local block); with -B nccl: nccl-alltoall (ncclAlltoAll\n"
+      "                       of the same bytes) and memcpy (device to device)\n"
       "      --dims I,J       switch: Sharded<I> -> Sharded<J> of a rank-3 tensor   [0,1]\n"
       "      --inner N        switch: extent of the last dim                        [32]\n"
+      "  pack, unpack (ops):  the switch's pack or unpack kernel alone, on the backend's memory and\n"
+      "                       execution space: rank 0's alltoallv plan among --peers ranks, size\n"
+      "                       about rank 0's block (compare with memcpy at 1 rank)\n"
+      "      --peers P        pack, unpack: ranks of the plan (0: this run's)       [0]\n"
       "  -a, --agreement 0|1  dsp's cross-rank agreement check                      [1]\n"
-      "  -B, --backend NAME   communicator backend: mpi                              [mpi]\n"
+      "  -B, --backend NAME   mpi (host memory) | nccl (device memory, one GPU per rank;  [mpi]\n"
+      "                       only in builds with dsp::nccl and a CUDA Kokkos)\n"
       "  -F, --format FMT     text | csv | json                                     [text]\n"
       "  -O, --output FILE    write the table there instead of stdout (rank 0)\n"
       "\n"
@@ -113,6 +147,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--dims") {
       if (std::sscanf(v.c_str(), "%d,%d", &o.dim_from, &o.dim_to) != 2) usage(2);
     } else if (k == "--inner") o.inner = parse_size(v);
+    else if (k == "--peers") o.peers = std::stoi(v);
     else if (k == "-a" || k == "--agreement") o.agreement = std::stoi(v) != 0;
     else if (k == "-B" || k == "--backend") o.backend = v;
     else if (k == "-F" || k == "--format") o.format = v;
@@ -120,8 +155,17 @@ Options parse(int argc, char** argv) {
     else usage(2);
   }
   if (o.iters < 1 || o.warmup < 0 || (o.step == 0 && o.factor <= 1) || o.min_bytes == 0 || o.min_bytes > o.max_bytes ||
-      o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 || o.inner == 0)
+      o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 || o.inner == 0 || o.peers < 0)
     usage(2);
+  std::stringstream list(o.op);
+  static const std::vector<std::string> known{"switch", "alltoall",      "allgather", "mpi-alltoall", "mpi-alltoallw",
+                                              "memcpy", "nccl-alltoall", "pack",      "unpack"};
+  for (std::string op; std::getline(list, op, ',');) {
+    if (std::find(known.begin(), known.end(), op) == known.end()) usage(2);
+    o.ops.push_back(op);
+  }
+  if (o.ops.empty()) usage(2);
+  o.op = o.ops.front();
   return o;
 }
 
@@ -152,27 +196,63 @@ T value_at(std::size_t g) {
   else return static_cast<T>(g % (std::size_t(1) << 20) + 1);
 }
 
+#if defined(DSP_BENCH_WITH_NCCL)
+template <class Comm>
+inline constexpr bool is_nccl_v = std::is_same_v<Comm, dsp::NcclCommunicator>;
+#else
+template <class Comm>
+inline constexpr bool is_nccl_v = false;
+#endif
+
+// Host copies of buffers in any memory space: the same view for host memory
+// (no copy), a mirror for device memory. Filling and checking happen there,
+// outside the timed region.
+template <class V>
+auto host_copy(const V& v) {
+  return Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, v);
+}
+template <class V, class H>
+void upload(const V& v, const H& h) {
+  Kokkos::deep_copy(v, h);
+}
+
 template <class Comm>
 class Runner {
  public:
-  Runner(Comm& comm, const Options& o) : comm_(comm), o_(o), n_(comm.size()), p_(comm.rank()) {}
+  // `sync` ends every timed iteration (a stream-ordered backend returns
+  // before its work is done; nothing for MPI).
+  Runner(Comm& comm, const Options& o, std::function<void()> sync)
+      : comm_(comm), o_(o), n_(comm.size()), p_(comm.rank()), sync_(std::move(sync)) {}
 
   template <class T>
   Row run(std::size_t bytes) {
     if (o_.op == "alltoall") return alltoall<T>(bytes);
     if (o_.op == "allgather") return allgather<T>(bytes);
-    if (o_.op == "mpi-alltoall") return raw<T>(bytes, false);
     if (o_.op == "memcpy") return raw<T>(bytes, true);
-    if (o_.op == "mpi-alltoallw") return alltoallw<T>(bytes);
+    if (o_.op == "pack" || o_.op == "unpack") return kernel<T>(bytes, o_.op == "pack");
+    if constexpr (is_nccl_v<Comm>) {
+      if (o_.op == "nccl-alltoall") return raw<T>(bytes, false);
+      if (o_.op == "mpi-alltoall" || o_.op == "mpi-alltoallw")
+        throw std::runtime_error("dsp-bench: -o " + o_.op + " is for -B mpi (with -B nccl: nccl-alltoall)");
+    } else {
+      if (o_.op == "mpi-alltoall") return raw<T>(bytes, false);
+      if (o_.op == "mpi-alltoallw") return alltoallw<T>(bytes);
+      if (o_.op == "nccl-alltoall") throw std::runtime_error("dsp-bench: -o nccl-alltoall is for -B nccl");
+    }
+    if (o_.op != "switch") throw std::runtime_error("dsp-bench: unknown op " + o_.op);
     return dispatch_switch<T>(bytes);
   }
 
  private:
   template <class F>
   double timed(F&& f) {
-    for (int k = 0; k < o_.warmup; ++k) f();
+    auto step = [&] {
+      f();
+      sync_();
+    };
+    for (int k = 0; k < o_.warmup; ++k) step();
     std::vector<double> t;
-    for (int k = 0; k < o_.iters; ++k) t.push_back(dsp_bench::time_max(MPI_COMM_WORLD, f));
+    for (int k = 0; k < o_.iters; ++k) t.push_back(dsp_bench::time_max(MPI_COMM_WORLD, step));
     return dsp_bench::median(t);
   }
   long long sum_wrong(long long w) const {
@@ -198,14 +278,19 @@ class Runner {
   Row alltoall(std::size_t bytes) {
     const std::size_t per = std::max<std::size_t>(1, bytes / sizeof(T) / n_), count = per * n_;
     Kokkos::View<T*, typename Comm::memory_space> s("s", count), r("r", count);
-    for (int q = 0; q < n_; ++q)
-      for (std::size_t k = 0; k < per; ++k) s(q * per + k) = a2a_value<T>(p_, q, n_, per, k);
+    {
+      auto h = Kokkos::create_mirror_view(s);
+      for (int q = 0; q < n_; ++q)
+        for (std::size_t k = 0; k < per; ++k) h(q * per + k) = a2a_value<T>(p_, q, n_, per, k);
+      upload(s, h);
+    }
     const double t = timed([&] { comm_.all_to_all(s.data(), r.data(), per, sizeof(T)); });
     long long wrong = -1;
     if (o_.check) {
+      const auto h = host_copy(r);
       wrong = 0;
       for (int q = 0; q < n_; ++q)
-        for (std::size_t k = 0; k < per; ++k) wrong += r(q * per + k) != a2a_value<T>(q, p_, n_, per, k);
+        for (std::size_t k = 0; k < per; ++k) wrong += h(q * per + k) != a2a_value<T>(q, p_, n_, per, k);
       wrong = sum_wrong(wrong);
     }
     return finish(count * sizeof(T), count, t, wrong);
@@ -215,31 +300,51 @@ class Runner {
   Row allgather(std::size_t bytes) {
     const std::size_t per = std::max<std::size_t>(1, bytes / sizeof(T) / n_), count = per * n_;
     Kokkos::View<T*, typename Comm::memory_space> s("s", per), r("r", count);
-    for (std::size_t k = 0; k < per; ++k) s(k) = value_at<T>(p_ * per + k);
+    {
+      auto h = Kokkos::create_mirror_view(s);
+      for (std::size_t k = 0; k < per; ++k) h(k) = value_at<T>(p_ * per + k);
+      upload(s, h);
+    }
     const double t = timed([&] { comm_.all_gather(s.data(), r.data(), per, sizeof(T)); });
     long long wrong = -1;
     if (o_.check) {
+      const auto h = host_copy(r);
       wrong = 0;
-      for (std::size_t k = 0; k < count; ++k) wrong += r(k) != value_at<T>(k);
+      for (std::size_t k = 0; k < count; ++k) wrong += h(k) != value_at<T>(k);
       wrong = sum_wrong(wrong);
     }
     return finish(count * sizeof(T), count, t, wrong);
   }
 
-  // References for the switch of the same shape: raw MPI_Alltoall of the
-  // same bytes, or a memcpy of the local block (not checked).
+  // References for the switch of the same shape, not checked: the backend's
+  // raw all-to-all of the same bytes (MPI_Alltoall; with NCCL the
+  // communicator's all-to-all, ncclAlltoAll where the NCCL has it), or a copy
+  // of the local block (memcpy; with NCCL a device-to-device cudaMemcpyAsync).
   template <class T>
   Row raw(std::size_t bytes, bool copy) {
     const auto g = shape<T>(bytes);
     const std::size_t count = g[0] * g[1] * g[2] / n_, per = count / n_;
-    std::vector<T> s(count, T(1)), r(count);
-    MPI_Datatype t;
-    MPI_Type_contiguous(sizeof(T), MPI_BYTE, &t);
-    MPI_Type_commit(&t);
-    const double time =
-        copy ? timed([&] { std::memcpy(r.data(), s.data(), count * sizeof(T)); })
-             : timed([&] { MPI_Alltoall(s.data(), int(per), t, r.data(), int(per), t, MPI_COMM_WORLD); });
-    MPI_Type_free(&t);
+    double time = 0;
+    if constexpr (is_nccl_v<Comm>) {
+#if defined(DSP_BENCH_WITH_NCCL)
+      Kokkos::View<T*, typename Comm::memory_space> s("s", count), r("r", count);
+      Kokkos::deep_copy(s, T(1));
+      Kokkos::fence();
+      time = copy ? timed([&] {
+        DSP_CHECK_CUDA(
+            cudaMemcpyAsync(r.data(), s.data(), count * sizeof(T), cudaMemcpyDeviceToDevice, comm_.stream()));
+      })
+                  : timed([&] { comm_.all_to_all(s.data(), r.data(), per, sizeof(T)); });
+#endif
+    } else {
+      std::vector<T> s(count, T(1)), r(count);
+      MPI_Datatype t;
+      MPI_Type_contiguous(sizeof(T), MPI_BYTE, &t);
+      MPI_Type_commit(&t);
+      time = copy ? timed([&] { std::memcpy(r.data(), s.data(), count * sizeof(T)); })
+                  : timed([&] { MPI_Alltoall(s.data(), int(per), t, r.data(), int(per), t, MPI_COMM_WORLD); });
+      MPI_Type_free(&t);
+    }
     return finish(count * sizeof(T), count, time, -1, g);
   }
 
@@ -264,6 +369,57 @@ class Runner {
     }
   }
 
+  // The switch's pack (or unpack) kernel alone, as rank 0 of --peers ranks
+  // runs it in an alltoallv switch (the plan every backend without
+  // point-to-point exchange, NCCL included, uses above 8 KiB per rank), on
+  // this backend's memory and execution space. The size is the elements
+  // copied (rank 0's block less its own chunk). Checked against the host
+  // path of the same kernel, which the tests check against the reference.
+  template <class T>
+  Row kernel(std::size_t bytes, bool pack) {
+    using M = typename Comm::memory_space;
+    const int peers = o_.peers > 0 ? o_.peers : n_;
+    const std::size_t i = std::size_t(o_.dim_from), j = std::size_t(o_.dim_to);
+    if (i == j) throw std::runtime_error("dsp-bench: pack and unpack need --dims I,J with I != J");
+    const auto g = shape<T>(bytes, peers);
+    const auto plan = dsp::detail::plan_alltoallv(std::span<const std::size_t>(g), i, j, 0, peers);
+    const auto& tasks = pack ? plan.pack : plan.unpack;
+    if (tasks.empty())
+      throw std::runtime_error("dsp-bench: the switch " + std::to_string(i) + "->" + std::to_string(j) + " needs no " +
+                               (pack ? "pack" : "unpack") +
+                               ": its chunks are contiguous on that side, and dsp transfers them in place (the " +
+                               (pack ? "unpack" : "pack") + " of --dims " + std::to_string(j) + "," +
+                               std::to_string(i) + " is the same kernel's other side)");
+    std::array<std::size_t, 3> block = g;  // rank 0's block, input (Sharded<i>) or output (Sharded<j>)
+    block[pack ? i : j] = dsp::Partition{g[pack ? i : j], std::size_t(peers)}.count(0);
+    const std::size_t block_elems = block[0] * block[1] * block[2];
+    const std::size_t in_elems = pack ? block_elems : plan.recv_elems;
+    const std::size_t out_elems = pack ? plan.send_elems : block_elems;
+    const std::size_t moved = pack ? plan.send_elems : plan.recv_elems;
+    Kokkos::View<T*, M> in("in", in_elems), out("out", out_elems);
+    auto hin = Kokkos::create_mirror_view(in);
+    for (std::size_t k = 0; k < in_elems; ++k) hin(k) = value_at<T>(k);
+    upload(in, hin);
+    Kokkos::fence();
+    const auto exec = dsp::detail::execution_space_for<M>(comm_);
+    const double t = timed([&] {
+      dsp::detail::copy_runs(exec, out.data(), in.data(), sizeof(T), tasks);
+      exec.fence();
+    });
+    long long wrong = -1;
+    if (o_.check) {
+      std::vector<T> ref(out_elems);
+      const auto hsrc = host_copy(in);
+      dsp::detail::copy_runs(Kokkos::DefaultHostExecutionSpace{}, ref.data(), hsrc.data(), sizeof(T), tasks);
+      Kokkos::DefaultHostExecutionSpace{}.fence();
+      const auto hout = host_copy(out);
+      wrong = 0;
+      for (std::size_t k = 0; k < out_elems; ++k) wrong += !(hout(k) == ref[k]);
+      wrong = sum_wrong(wrong);
+    }
+    return finish(moved * sizeof(T), moved, t, wrong, g);
+  }
+
   template <class T>
   Row dispatch_switch(std::size_t bytes) {
     const int i = o_.dim_from, j = o_.dim_to;
@@ -282,8 +438,9 @@ class Runner {
   // A rank-3 tensor [A, B, C] with C = --inner and A, B multiples of the rank
   // count, about `bytes` per rank.
   template <class T>
-  std::array<std::size_t, 3> shape(std::size_t bytes) const {
-    const std::size_t n = n_, c = std::min<std::size_t>(o_.inner, std::max<std::size_t>(1, bytes / sizeof(T)));
+  std::array<std::size_t, 3> shape(std::size_t bytes, int ranks = 0) const {
+    const std::size_t n = ranks > 0 ? ranks : n_;
+    const std::size_t c = std::min<std::size_t>(o_.inner, std::max<std::size_t>(1, bytes / sizeof(T)));
     const std::size_t rows = std::max<std::size_t>(1, bytes / sizeof(T) * n / c);
     std::size_t a = std::max<std::size_t>(n, std::size_t(std::sqrt(double(rows))) / n * n);
     std::size_t b = std::max<std::size_t>(n, rows / a / n * n);
@@ -317,13 +474,18 @@ class Runner {
   template <class Z>
   static void fill(const Z& z) {
     using T = typename Z::value_type;
-    T* d = z.local().data();
+    auto h = Kokkos::create_mirror_view(z.local());
+    T* d = h.data();
     for_each(z, [&](std::size_t k, std::size_t gi) { d[k] = value_at<T>(gi); });
+    upload(z.local(), h);
+    Kokkos::fence();
   }
   template <class Z>
-  static long long count_wrong(const Z& z) {
+  long long count_wrong(const Z& z) const {
     using T = typename Z::value_type;
-    const T* d = z.local().data();
+    sync_();
+    const auto h = host_copy(z.local());
+    const T* d = h.data();
     long long w = 0;
     for_each(z, [&](std::size_t k, std::size_t gi) { w += d[k] != value_at<T>(gi); });
     return w;
@@ -332,11 +494,12 @@ class Runner {
   Comm& comm_;
   const Options& o_;
   int n_, p_;
+  std::function<void()> sync_;
 };
 
 template <class Comm>
-std::vector<Row> run_sizes(Comm& comm, const Options& o) {
-  Runner<Comm> r(comm, o);
+std::vector<Row> run_sizes(Comm& comm, const Options& o, std::function<void()> sync) {
+  Runner<Comm> r(comm, o, std::move(sync));
   std::vector<Row> rows;
   for (std::size_t b = o.min_bytes; b <= o.max_bytes;
        b = o.step ? b + o.step : std::max(b + 1, static_cast<std::size_t>(double(b) * o.factor))) {
@@ -358,11 +521,15 @@ std::string avg_line(const std::vector<Row>& rows) {
   return line;
 }
 
-void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& rows) {
+// One op's table. `k` of `nops` ops: csv writes its header before the first
+// table only, json wraps several ops' objects in an array. `about` (text
+// only): a line on the backend, before the first table.
+void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& rows, const std::string& about,
+           std::size_t k, std::size_t nops) {
   const std::string what =
       o.op == "switch" ? "switch " + std::to_string(o.dim_from) + "->" + std::to_string(o.dim_to) : o.op;
   if (o.format == "csv") {
-    os << "op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape\n";
+    if (k == 0) os << "op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape\n";
     for (const Row& r : rows)
       os << what << ',' << n << ',' << o.backend << ',' << o.agreement << ',' << r.bytes << ',' << r.count << ','
          << o.type << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << ',' << shape_text(r)
@@ -370,26 +537,35 @@ void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& ro
     return;
   }
   if (o.format == "json") {
+    if (nops > 1) os << (k == 0 ? "[" : ",\n");
     os << "{\"op\": \"" << what << "\", \"ranks\": " << n << ", \"backend\": \"" << o.backend
        << "\", \"agreement\": " << (o.agreement ? "true" : "false") << ", \"rows\": [";
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const Row& r = rows[k];
-      os << (k ? ",\n  " : "\n  ") << "{\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      os << (i ? ",\n  " : "\n  ") << "{\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
          << o.type << "\", \"time_us\": " << r.time_us << ", \"algbw\": " << r.algbw << ", \"busbw\": " << r.busbw
          << ", \"wrong\": " << r.wrong << ", \"shape\": ";
       if (r.shape[0] == 0) os << "null}";
       else os << '[' << r.shape[0] << ", " << r.shape[1] << ", " << r.shape[2] << "]}";
     }
-    os << "\n], \"avg_busbw\": " << avg_busbw(rows) << "}\n";
+    os << "\n], \"avg_busbw\": " << avg_busbw(rows) << "}";
+    if (nops == 1) os << "\n";
+    else if (k + 1 == nops) os << "]\n";
     return;
   }
   char line[256];
+  if (k > 0) os << "\n";
   os << "# dsp-bench: " << what << ", " << n << " ranks, backend " << o.backend << ", agreement check "
      << (o.agreement ? "on" : "off") << ", " << o.iters << " iters, " << o.warmup << " warmup, check "
      << (o.check ? "on" : "off (#wrong -1)") << "\n";
+  if (k == 0 && !about.empty()) os << about;
+  const bool kernel = o.op == "pack" || o.op == "unpack";
+  if (kernel)
+    os << "# the " << o.op << " kernel alone, rank 0's part of an alltoallv switch among "
+       << (o.peers > 0 ? o.peers : n) << " ranks; size: the elements it copies\n";
   if (!rows.empty() && rows.front().shape[0] != 0)
     os << "# tensor: " << o.type << " [A, B, " << o.inner << "] (shape AxBxC below: global extents; A, B multiples of "
-       << n << ")\n";
+       << (kernel && o.peers > 0 ? o.peers : n) << ")\n";
   std::snprintf(line, sizeof line, "#%11s %12s %8s %12s %9s %9s %8s  %s\n", "size", "count", "type", "time(us)",
                 "algbw", "busbw", "#wrong", "shape");
   os << line;
@@ -404,6 +580,82 @@ void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& ro
   os << avg_line(rows);
 }
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// A CUDA-enabled Kokkos initializes its CUDA backend whatever -B says, and
+// that needs a GPU. Picks this rank's GPU (its rank among the ranks on its
+// node, modulo the GPUs it sees), or says on every rank why there is none.
+// Collective: every rank returns the same verdict.
+bool pick_device(int rank, int& device) {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  int ok = rc == cudaSuccess && count > 0, all_ok = 0;
+  if (!ok)
+    std::cerr << "dsp-bench (rank " << rank
+              << "): this dsp-bench is built against a CUDA-enabled Kokkos and needs an NVIDIA GPU, "
+                 "but none is visible here (cudaGetDeviceCount: "
+              << (rc != cudaSuccess ? std::string(cudaGetErrorName(rc)) + ", " + cudaGetErrorString(rc)
+                                    : std::string("0 devices"))
+              << ")\n";
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_ok) return false;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int local = 0;
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  device = local % count;
+  return cudaSetDevice(device) == cudaSuccess;
+}
+#endif
+
+#if defined(DSP_BENCH_WITH_NCCL)
+// One NCCL communicator over MPI_COMM_WORLD (its id from rank 0, broadcast
+// over MPI) and a stream, on the GPU pick_device chose.
+struct NcclWorld {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+
+  NcclWorld(int rank, int size) {
+    ncclUniqueId id{};
+    int status = rank == 0 ? int(ncclGetUniqueId(&id)) : 0;
+    MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (status != ncclSuccess)
+      throw std::runtime_error(std::string("dsp-bench: ncclGetUniqueId failed on rank 0: ") +
+                               ncclGetErrorString(ncclResult_t(status)));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    DSP_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const ncclResult_t rc = ncclCommInitRank(&comm, size, id, rank);
+    if (rc != ncclSuccess) {
+      comm = nullptr;
+      cudaStreamDestroy(stream);
+      throw std::runtime_error(std::string("dsp-bench: ncclCommInitRank failed: ") + ncclGetErrorString(rc));
+    }
+  }
+  ~NcclWorld() {
+    ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+  NcclWorld(const NcclWorld&) = delete;
+  NcclWorld& operator=(const NcclWorld&) = delete;
+};
+
+// The header line of -B nccl: what runs where, for the record.
+std::string nccl_about(const dsp::NcclCommunicator& c, int device) {
+  cudaDeviceProp prop{};
+  int driver = 0, runtime = 0;
+  cudaGetDeviceProperties(&prop, device);
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  const int v = dsp::detail::nccl_runtime_version();
+  std::ostringstream s;
+  s << "# backend nccl: NCCL " << NCCL_MAJOR << '.' << NCCL_MINOR << '.' << NCCL_PATCH << " (loaded: " << v
+    << "), all-to-all by " << (c.uses_nccl_alltoall() ? "ncclAlltoAll" : "grouped ncclSend/ncclRecv")
+    << "; rank 0 on GPU " << device << ": " << prop.name << "; CUDA driver " << driver / 1000 << '.'
+    << driver % 1000 / 10 << ", runtime " << runtime / 1000 << '.' << runtime % 1000 / 10 << "\n";
+  return s.str();
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -412,28 +664,64 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const Options o = parse(argc, argv);
+#if defined(KOKKOS_ENABLE_CUDA)
+  int device = 0;
+  if (!pick_device(rank, device)) {
+    MPI_Finalize();
+    return 1;
+  }
+  Kokkos::initialize(Kokkos::InitializationSettings().set_device_id(device));
+#else
   Kokkos::initialize();
+#endif
   try {
-    std::vector<Row> rows;
-    // Backends: add one case per communicator type (e.g. a NCCL communicator
-    // meeting dsp::Communicator over device memory); the runner is generic.
+    // One table per op; the runner is generic in the communicator.
+    std::vector<std::vector<Row>> tables;
+    std::string about;
+    auto run_all = [&](auto& comm, std::function<void()> sync) {
+      for (const std::string& op : o.ops) {
+        Options one = o;
+        one.op = op;
+        tables.push_back(run_sizes(comm, one, sync));
+      }
+    };
     if (o.backend == "mpi") {
       dsp::MpiCommunicator comm(MPI_COMM_WORLD);
-      rows = run_sizes(comm, o);
+      run_all(comm, [] {});
+#if defined(DSP_BENCH_WITH_NCCL)
+    } else if (o.backend == "nccl") {
+      NcclWorld world(rank, size);
+      {
+        dsp::NcclCommunicator comm(world.comm, world.stream);
+        about = nccl_about(comm, device);
+        run_all(comm, [&] { DSP_CHECK_CUDA(cudaStreamSynchronize(world.stream)); });
+        comm.check_async_error();
+      }  // the communicator and its buffers go before the NCCL communicator
+#endif
     } else {
-      throw std::runtime_error("dsp-bench: backend '" + o.backend + "' is not built (available: mpi)");
+#if defined(DSP_BENCH_WITH_NCCL)
+      throw std::runtime_error("dsp-bench: unknown backend '" + o.backend + "' (available: mpi, nccl)");
+#else
+      throw std::runtime_error("dsp-bench: backend '" + o.backend +
+                               "' is not built (available: mpi; nccl needs a build with -DDSP_ENABLE_NCCL=ON "
+                               "against a CUDA-enabled Kokkos)");
+#endif
     }
     long long wrong = 0;
-    for (const Row& r : rows) wrong += r.wrong > 0 ? r.wrong : 0;
+    for (const auto& rows : tables)
+      for (const Row& r : rows) wrong += r.wrong > 0 ? r.wrong : 0;
     if (rank == 0) {
-      if (o.out.empty()) print(std::cout, o, size, rows);
-      else {
-        std::ofstream f(o.out);
-        print(f, o, size, rows);
+      std::ofstream file;
+      if (!o.out.empty()) file.open(o.out);
+      std::ostream& os = o.out.empty() ? std::cout : file;
+      for (std::size_t k = 0; k < tables.size(); ++k) {
+        Options one = o;
+        one.op = o.ops[k];
+        print(os, one, size, tables[k], about, k, tables.size());
+        // csv and json keep stdout parseable: the average goes to stderr then,
+        // and to stdout when the table went to a file.
+        if (o.format != "text") (o.out.empty() ? std::cerr : std::cout) << avg_line(tables[k]);
       }
-      // csv and json keep stdout parseable: the average goes to stderr then,
-      // and to stdout when the table went to a file.
-      if (o.format != "text") (o.out.empty() ? std::cerr : std::cout) << avg_line(rows);
     }
     if (wrong > 0) {
       if (rank == 0) std::cerr << "dsp-bench: " << wrong << " wrong elements\n";

@@ -811,15 +811,19 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       for (const auto& snd : P.peer.sends) {
         std::size_t at = P.sd[std::size_t(snd.peer)];
         for (std::size_t t = 0; t < ebs.size(); ++t) {
-          if (w == dsp::Wire::exact)
-            pack_section(exec, sbuf[p].data(), at, in[p][t].data(), ebs[t], snd.runs, snd.elems);
-          else
+          if (w != dsp::Wire::exact)
             wire_pack(exec, w, sbuf[p].data() + at, reinterpret_cast<const float*>(in[p][t].data()), snd.runs,
                       snd.elems);
           at += section_bytes(w, snd.elems, ebs[t]);
         }
         ENSURE(at == P.sd[std::size_t(snd.peer)] + P.sc[std::size_t(snd.peer)]);
       }
+      if (w == dsp::Wire::exact)  // as the engine: one copy_runs per tensor over every peer's section
+        for (std::size_t t = 0; t < ebs.size(); ++t) {
+          std::vector<CopyTask> tasks;
+          const std::size_t u = section_tasks(P.peer.sends, P.sd, items[p], t, w, true, tasks);
+          copy_runs(exec, sbuf[p].data(), in[p][t].data(), u, tasks);
+        }
     }
     for (std::size_t q = 0; q < n && i != j; ++q) {
       rbuf[q].assign(plans[q].recv_bytes, 0);
@@ -832,13 +836,17 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       for (const auto& rcv : Q.peer.recvs) {
         std::size_t at = Q.rd[std::size_t(rcv.peer)];
         for (std::size_t t = 0; t < ebs.size(); ++t) {
-          if (w == dsp::Wire::exact)
-            unpack_section(exec, out[q][t].data(), ebs[t], rcv.runs, rbuf[q].data(), at, rcv.elems);
-          else
+          if (w != dsp::Wire::exact)
             wire_unpack(exec, w, reinterpret_cast<float*>(out[q][t].data()), rcv.runs, rbuf[q].data() + at, rcv.elems);
           at += section_bytes(w, rcv.elems, ebs[t]);
         }
       }
+      if (w == dsp::Wire::exact)
+        for (std::size_t t = 0; t < ebs.size(); ++t) {
+          std::vector<CopyTask> tasks;
+          const std::size_t u = section_tasks(Q.peer.recvs, Q.rd, items[q], t, w, false, tasks);
+          copy_runs(exec, out[q][t].data(), rbuf[q].data(), u, tasks);
+        }
     }
     // Every output element holds its global element (exact), or a rounding
     // within the wire's bound (the inputs are integers times a constant, well

@@ -2,15 +2,27 @@
 // The NCCL communicator. Everywhere: it compiles and links against the CUDA
 // and NCCL found (every member is instantiated below). On a machine with an
 // NVIDIA GPU: each collective on one rank, checked on device buffers, and NCCL
-// errors surfacing as dsp::BackendError with NCCL's text. Without a GPU the
-// test reports itself skipped (exit code 77, CTest's SKIP_RETURN_CODE).
+// errors surfacing as dsp::BackendError with NCCL's text; with a CUDA-enabled
+// Kokkos also every primitive and pipelines on CudaSpace tensors. Without a
+// GPU the test reports itself skipped (exit code 77, CTest's SKIP_RETURN_CODE;
+// with a CUDA Kokkos dsp_cuda_launcher does, as the binary cannot load without
+// the driver).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <dsp/nccl.hpp>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <dsp/pipeline.hpp>
+
+#include "device_check.hpp"
+#endif
+
+#include <array>
+#include <cstdint>
 #include <cstdio>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 template class dsp::BasicNcclCommunicator<Kokkos::HostSpace>;  // compile every member
@@ -100,6 +112,22 @@ TEST_CASE("NCCL errors raise dsp::BackendError with NCCL's text") {
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("one Kokkos::Cuda instance per communicator, on its stream, shared by its copies") {
+  // Not one per call: making and destroying a Kokkos::Cuda allocates and frees
+  // device scratch memory, and cudaFree waits for the whole device.
+  OneRankNccl nccl;
+  dsp::NcclCommunicator c(nccl.comm, nccl.stream);
+  const Kokkos::Cuda a = c.execution_space();
+  CHECK(a.cuda_stream() == nccl.stream);
+  CHECK(c.execution_space() == a);
+  const dsp::NcclCommunicator copy = c;
+  CHECK(copy.execution_space() == a);
+  dsp::CountingCommunicator<dsp::NcclCommunicator> counted(c);
+  CHECK(dsp::detail::execution_space_for<Kokkos::CudaSpace>(counted) == a);
+  dsp::NcclCommunicator other(nccl.comm, nccl.stream);  // another communicator: its own instance
+  CHECK(!(other.execution_space() == a));
+}
+
 TEST_CASE("DistTensor in CudaSpace through NCCL: split, switch, gather on one GPU") {
   OneRankNccl nccl;
   dsp::NcclCommunicator c(nccl.comm, nccl.stream);
@@ -112,6 +140,74 @@ TEST_CASE("DistTensor in CudaSpace through NCCL: split, switch, gather on one GP
   auto g = dsp::gather(y);
   auto back = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, g.local());
   for (std::size_t k = 0; k < back.size(); ++k) CHECK(back.data()[k] == float(k));
+}
+
+// Every primitive, both forms (allocating and into an existing output), and
+// pipelines, on device tensors through NCCL; element types of 1, 8 and 12
+// bytes (the copy kernel's word sizes).
+namespace {
+
+struct Triple {  // a 12-byte element: 4-byte words
+  float a, b, c;
+  Triple() = default;
+  explicit Triple(std::size_t v) : a(float(v)), b(float(v) + 0.5f), c(-float(v)) {}
+  friend bool operator==(const Triple& x, const Triple& y) { return x.a == y.a && x.b == y.b && x.c == y.c; }
+};
+template <class T>
+void every_primitive(dsp::NcclCommunicator& c) {
+  using Comm = dsp::NcclCommunicator;
+  using dsp::Replicated;
+  using dsp::Sharded;
+  using dsp_device_test::count_wrong;
+  const std::array<std::size_t, 3> e{7, 5, 3};
+  // distribute from a device view: a broadcast (Replicated) and a scatter (Sharded<1>)
+  Kokkos::View<T***, Kokkos::LayoutRight, Kokkos::CudaSpace> whole("whole", e[0], e[1], e[2]);
+  {
+    auto h = Kokkos::create_mirror_view(whole);
+    for (std::size_t k = 0; k < h.size(); ++k) h.data()[k] = dsp_device_test::value_at<T>(k);
+    Kokkos::deep_copy(whole, h);
+  }
+  auto r = dsp::distribute<Replicated>(c, whole);
+  auto s1 = dsp::distribute<Sharded<1>>(c, whole);
+  CHECK(count_wrong(r) == 0);
+  CHECK(count_wrong(s1) == 0);
+  // split, switch (every pair of dims), gather; allocating and into outputs
+  auto s0 = dsp::split<0>(r);
+  dsp::DistTensor<T, 3, Sharded<2>, Comm> s2{c, e};
+  dsp::split<2>(r, s2);
+  CHECK(count_wrong(s0) == 0);
+  CHECK(count_wrong(s2) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<1>(s0)) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<2>(s0)) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<0>(s1)) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<2>(s1)) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<0>(s2)) == 0);
+  dsp::dynamic_switch<1>(s2, s1);
+  CHECK(count_wrong(s1) == 0);
+  dsp::DistTensor<T, 3, Replicated, Comm> g{c, e};
+  dsp::gather(s1, g);
+  CHECK(count_wrong(g) == 0);
+  CHECK(count_wrong(dsp::gather(s2)) == 0);
+  // pipelines and their adjoints
+  namespace st = dsp::steps;
+  constexpr auto p = st::split<1> | st::switch_to<2> | st::switch_to<0>;
+  auto y = p(r);
+  CHECK(count_wrong(y) == 0);
+  CHECK(count_wrong(p.adjoint()(y)) == 0);
+  CHECK(count_wrong((st::switch_to<2> | st::gather)(s0)) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("every primitive and pipeline on CudaSpace tensors through NCCL") {
+  OneRankNccl nccl;
+  dsp::NcclCommunicator c(nccl.comm, nccl.stream);
+  every_primitive<std::int8_t>(c);
+  every_primitive<double>(c);
+  every_primitive<Triple>(c);
+  dsp::set_agreement_checks(false);  // no host wait at all: results still ordered on the stream
+  every_primitive<float>(c);
+  dsp::set_agreement_checks(true);
 }
 #endif
 

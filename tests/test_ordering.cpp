@@ -11,7 +11,10 @@
 
 using namespace dsp_test;
 
-namespace {
+// A named namespace: nvcc warns about members of a class with internal linkage
+// that only a concept check refers to (FenceSpy::all_gather, the exchanges),
+// an error under -Werror=all-warnings (test_cuda_build).
+namespace ordering {
 
 /// Forwards to MpiCommunicator, with its capabilities, and counts transfers
 /// that were not preceded by the engine's fence.
@@ -71,7 +74,10 @@ struct Forced {
   ~Forced() { dsp::set_switch_algorithm(saved); }
 };
 
-}  // namespace
+}  // namespace ordering
+
+using ordering::FenceSpy;
+using ordering::Forced;
 
 TEST_CASE("every switch algorithm, gather path and distribute fences before its data leaves") {
   FenceSpy c{world()};

@@ -4,7 +4,8 @@
 # compiler errors (default 1) and its output must match EXPECT: the
 # static_assert that names the rule, with nothing after it (no "incomplete
 # type", no "no match"). Only a failed constant expression (the cost model's
-# overflow) needs two: "non-constant condition" and the throw that caused it.
+# overflow) needs two with GCC: "non-constant condition" and the throw that
+# caused it (nvcc reports the throw as a note: one error).
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${DSP_TARGET} --config ${CONFIG}
                 OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 string(APPEND out "${err}")

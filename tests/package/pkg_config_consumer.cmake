@@ -5,7 +5,12 @@
 #   mpicxx -O2 main.cpp $(pkg-config --cflags --libs dsp) -o consumer
 #   mpiexec -n 2 ./consumer
 # cmake -DPKG_CONFIG=... -DPC_PATH=... -DMPICXX=... -DMPIEXEC=... -DSOURCE=...
-#       -DBINARY=... -DVERSION=... -P pkg_config_consumer.cmake
+#       -DBINARY=... -DVERSION=... [-DMPI_CXX_BACKEND=... -DLAUNCHER=...] -P pkg_config_consumer.cmake
+# With a CUDA-enabled Kokkos, dsp.pc's flags are nvcc's: MPI_CXX_BACKEND (the
+# build's compiler, nvcc_wrapper) is then the compiler mpicxx runs (OMPI_CXX,
+# MPICH_CXX), and LAUNCHER (dsp_cuda_launcher) runs the consumer only where
+# the NVIDIA driver loads and sees a GPU; else this prints "SKIPPED: ..."
+# and the test is reported Skipped.
 foreach(v PKG_CONFIG PC_PATH MPICXX MPIEXEC SOURCE BINARY VERSION)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "pkg_config_consumer.cmake: -D${v}=... is required")
@@ -17,11 +22,21 @@ function(run what)
   message(STATUS "${what}: ${line}")
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
   message("${out}")
+  if(rc EQUAL 77 AND LAUNCHER AND what STREQUAL "run")
+    set(skipped ON PARENT_SCOPE)  # the launcher said why
+    return()
+  endif()
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${what} failed (${rc})")
   endif()
   set(output "${out}" PARENT_SCOPE)
 endfunction()
+
+if(MPI_CXX_BACKEND)
+  set(ENV{OMPI_CXX} "${MPI_CXX_BACKEND}")   # Open MPI's mpicxx
+  set(ENV{MPICH_CXX} "${MPI_CXX_BACKEND}")  # MPICH's
+  message(STATUS "mpicxx compiles with ${MPI_CXX_BACKEND}")
+endif()
 
 set(ENV{PKG_CONFIG_PATH} "${PC_PATH}")
 message(STATUS "PKG_CONFIG_PATH=${PC_PATH}")
@@ -35,4 +50,8 @@ separate_arguments(flags UNIX_COMMAND "${output}")
 get_filename_component(dir "${BINARY}" DIRECTORY)
 file(MAKE_DIRECTORY "${dir}")
 run("compile" ${MPICXX} -O2 ${SOURCE} ${flags} -o ${BINARY})
-run("run" ${MPIEXEC} -n 2 ${BINARY})
+set(skipped OFF)
+run("run" ${LAUNCHER} ${MPIEXEC} -n 2 ${BINARY})
+if(skipped)
+  message(STATUS "built; its run was skipped (see SKIPPED above)")
+endif()

@@ -91,6 +91,20 @@ concept Communicator = std::copy_constructible<C> && RankedGroup<C> && HasMemory
 
 // ---- optional capabilities ----
 
+namespace detail {
+/// A `local` argument that does nothing, for the concepts below. A named type,
+/// not a lambda: nvcc (13.0) evaluates a requires-expression that contains a
+/// lambda as false, which would hide these capabilities in CUDA builds.
+struct NoLocalCopy {
+  void operator()() const noexcept {}
+};
+/// An arrival callback that does nothing, for AsyncPeerExchange (a named
+/// type for the same reason).
+struct NoArrival {
+  void operator()(std::size_t) const noexcept {}
+};
+}  // namespace detail
+
 /// Point-to-point exchange of run patterns (the pairwise switch, the peer
 /// gather): `exchange_runs(send, sends, recv, recvs, elem_bytes, local)` sends
 /// each PeerRuns of `sends` from `send` and receives each of `recvs` into
@@ -98,8 +112,9 @@ concept Communicator = std::copy_constructible<C> && RankedGroup<C> && HasMemory
 /// own chunk's copy) while they fly. Both sides of a pair cut a chunk the same
 /// way, and messages of one pair keep their order.
 template <class C>
-concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n) {
-  c.exchange_runs(s, v, r, v, n, [] {});
+concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n,
+                                detail::NoLocalCopy local) {
+  c.exchange_runs(s, v, r, v, n, local);
 };
 
 /// The exchange of PeerExchange split in two phases (split-phase switches,
@@ -114,15 +129,16 @@ concept AsyncPeerExchange = PeerExchange<C> &&
   { c.post_runs(s, v, r, v, n) } -> std::same_as<typename C::Pending>;
   { c.test_runs(p) } -> std::convertible_to<bool>;
   c.wait_runs(p);
-  c.wait_runs(p, [](std::size_t) {});
+  c.wait_runs(p, detail::NoArrival{});
 };
 
 /// The exchange of PeerExchange as one call with a strided datatype per peer
 /// (MPI_Alltoallw): the backend packs while it transfers. `local()` runs
 /// before the exchange.
 template <class C>
-concept TypedExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n) {
-  c.exchange_runs_typed(s, v, r, v, n, [] {});
+concept TypedExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n,
+                                 detail::NoLocalCopy local) {
+  c.exchange_runs_typed(s, v, r, v, n, local);
 };
 
 /// Collectives are ordered on the stream the kernels run on (NCCL): the

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -104,8 +105,18 @@ class BasicNcclCommunicator {
   }
 
 #if defined(KOKKOS_ENABLE_CUDA)
-  /// Kernels run on a Kokkos::Cuda instance bound to the communicator's stream.
-  Kokkos::Cuda execution_space() const { return Kokkos::Cuda(state_->stream); }
+  /// Kernels run on a Kokkos::Cuda instance bound to the communicator's
+  /// stream: one per communicator, made on first use and shared by its
+  /// copies; released with the last copy, at Kokkos::finalize, or by
+  /// dsp::release_workspaces(). Not one per call: a Kokkos::Cuda made from a
+  /// stream allocates device scratch memory, and destroying it frees that
+  /// memory (cudaFree), which waits for the whole device.
+  Kokkos::Cuda execution_space() const {
+    detail::release_resources_at_kokkos_finalize();
+    auto& slot = state_->resources.template slot<ExecSlot>();
+    std::call_once(slot.once, [&] { slot.exec.emplace(state_->stream); });
+    return *slot.exec;
+  }
 #endif
 
   /// Collective over this communicator: ncclCommSplit into one communicator
@@ -240,6 +251,12 @@ class BasicNcclCommunicator {
   }
 
  private:
+#if defined(KOKKOS_ENABLE_CUDA)
+  struct ExecSlot {  // in the communicator's CommResources (execution_space())
+    std::once_flag once;
+    std::optional<Kokkos::Cuda> exec;
+  };
+#endif
   static std::pair<ncclDataType_t, std::size_t> nccl_type(ReduceType t) {
     switch (t) {
       case ReduceType::f32: return {ncclFloat32, 1};

@@ -148,32 +148,43 @@ inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a,
   return last_plan = it->second;
 }
 
-/// The widest power-of-two unit dividing both eb and a section's byte offset:
-/// an exact section is copied in that unit, so a section need not start at a
-/// multiple of its element size (tensors of several element types).
-inline std::size_t section_unit(std::size_t eb, std::size_t byte_offset) {
-  std::size_t u = eb & (~eb + 1);  // the largest power of two dividing eb
+/// The widest power-of-two unit dividing both `unit` (a power of two, or an
+/// element size) and a section's byte offset: an exact section is copied in
+/// that unit, so a section need not start at a multiple of its element size
+/// (tensors of several element types).
+inline std::size_t section_unit(std::size_t unit, std::size_t byte_offset) {
+  std::size_t u = unit & (~unit + 1);  // the largest power of two dividing unit
   while (byte_offset % u) u /= 2;
   return u;
 }
 inline Runs scale_runs(const Runs& r, std::size_t f) { return Runs{r.base * f, r.stride * f, r.len * f}; }
 
-/// Packs `elems` elements of `in` (eb bytes each) along `runs` into buf + at.
-template <class Exec>
-void pack_section(const Exec& exec, unsigned char* buf, std::size_t at, const void* in, std::size_t eb,
-                  const Runs& runs, std::size_t elems) {
-  const std::size_t u = section_unit(eb, at), f = eb / u;
-  const CopyTask t{contiguous(at / u, elems * f), scale_runs(runs, f), elems * f};
-  copy_runs(exec, buf, in, u, std::span(&t, 1));
-}
-
-/// Unpacks `elems` elements from buf + at into `out` along `runs`.
-template <class Exec>
-void unpack_section(const Exec& exec, void* out, std::size_t eb, const Runs& runs, const unsigned char* buf,
-                    std::size_t at, std::size_t elems) {
-  const std::size_t u = section_unit(eb, at), f = eb / u;
-  const CopyTask t{scale_runs(runs, f), contiguous(at / u, elems * f), elems * f};
-  copy_runs(exec, out, buf, u, std::span(&t, 1));
+/// The copy tasks between tensor k's element runs and its exact section of
+/// every chunk in `chunks` (the chunk for peer q starts at byte displs[q]):
+/// `pack` from the tensor into the buffer, else back. Returns the unit they
+/// are in, the widest dividing the element size and every section's offset,
+/// so that one copy_runs call (one kernel launch on a device, one task
+/// table) moves the tensor's sections for all peers.
+inline std::size_t section_tasks(std::span<const PeerRuns> chunks, std::span<const std::size_t> displs,
+                                 std::span<const PackedItem> items, std::size_t k, Wire w, bool pack,
+                                 std::vector<CopyTask>& tasks) {
+  auto offset = [&](const PeerRuns& c) {
+    std::size_t at = displs[std::size_t(c.peer)];
+    for (std::size_t t = 0; t < k; ++t) at += section_bytes(w, c.elems, items[t].eb);
+    return at;
+  };
+  const std::size_t eb = items[k].eb;
+  std::size_t u = section_unit(eb, 0);
+  for (const PeerRuns& c : chunks)
+    if (c.elems) u = section_unit(u, offset(c));
+  const std::size_t f = eb / u;
+  tasks.clear();
+  for (const PeerRuns& c : chunks) {
+    if (!c.elems) continue;
+    const Runs section = contiguous(offset(c) / u, c.elems * f), tensor = scale_runs(c.runs, f);
+    tasks.push_back(pack ? CopyTask{section, tensor, c.elems * f} : CopyTask{tensor, section, c.elems * f});
+  }
+  return u;
 }
 
 /// Execute phase of an agreed packed switch.
@@ -207,22 +218,35 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
   unsigned char* sbuf = ws ? ws->send() : nullptr;
   unsigned char* rbuf = ws ? ws->recv() : nullptr;
-  for (const PeerRuns& s : plan.peer.sends) {
-    std::size_t at = plan.sd[std::size_t(s.peer)];
-    for (const PackedItem& t : a.items) {
-      if (wire) wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
-      else pack_section(exec, sbuf, at, t.in, t.eb, s.runs, s.elems);
-      at += section_bytes(a.wire, s.elems, t.eb);
+  thread_local std::vector<CopyTask> tasks;
+  if (wire) {
+    for (const PeerRuns& s : plan.peer.sends) {
+      std::size_t at = plan.sd[std::size_t(s.peer)];
+      for (const PackedItem& t : a.items) {
+        wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
+        at += section_bytes(a.wire, s.elems, t.eb);
+      }
+    }
+  } else {
+    for (std::size_t k = 0; k < a.items.size(); ++k) {
+      const std::size_t u = section_tasks(plan.peer.sends, plan.sd, a.items, k, a.wire, true, tasks);
+      copy_runs(exec, sbuf, a.items[k].in, u, tasks);
     }
   }
   fence_before_transfer<Comm>(exec);
   comm.all_to_all_v(sbuf, plan.sc, plan.sd, rbuf, plan.rc, plan.rd, 1, plan.bound);
-  for (const PeerRuns& r : plan.peer.recvs) {
-    std::size_t at = plan.rd[std::size_t(r.peer)];
-    for (const PackedItem& t : a.items) {
-      if (wire) wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
-      else unpack_section(exec, t.out, t.eb, r.runs, rbuf, at, r.elems);
-      at += section_bytes(a.wire, r.elems, t.eb);
+  if (wire) {
+    for (const PeerRuns& r : plan.peer.recvs) {
+      std::size_t at = plan.rd[std::size_t(r.peer)];
+      for (const PackedItem& t : a.items) {
+        wire_unpack(exec, a.wire, static_cast<float*>(t.out), r.runs, rbuf + at, r.elems);
+        at += section_bytes(a.wire, r.elems, t.eb);
+      }
+    }
+  } else {
+    for (std::size_t k = 0; k < a.items.size(); ++k) {
+      const std::size_t u = section_tasks(plan.peer.recvs, plan.rd, a.items, k, a.wire, false, tasks);
+      copy_runs(exec, a.items[k].out, rbuf, u, tasks);
     }
   }
   fence_after<Comm>(exec);

@@ -7,10 +7,15 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -21,23 +26,242 @@ namespace dsp::detail {
 template <class Exec>
 inline constexpr bool is_host_exec_v = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
 
+// ---------------------------------------------------------------- device path
+//
+// On an execution space that cannot reach host memory (a GPU), a call's tasks
+// (one per peer for a pack or an unpack) are copied by one kernel launch. The
+// host flattens them into a table: a prefix array of their sizes in words and
+// each task's runs in words. Thread e finds its task by binary search in the
+// prefix array and copies word e of it. The word is the widest (8, 4, 2 or 1
+// bytes) that every byte offset of the call is a multiple of. Tables live on
+// the device in a small cache (TaskTableCache), so a warm call uploads and
+// allocates nothing. The same code runs on host execution spaces too, which
+// is how the tests check it (copy_runs_device).
+
+/// Division by a fixed divisor d >= 1. For numerators below 2^32 without a
+/// divide instruction (64-bit division is slow on GPUs): with m = ceil(2^64 /
+/// d), n / d is the high 64 bits of m * n (Lemire, Kaser and Kurz, "Faster
+/// remainder by direct computation", 2019), exact for every n < 2^32 and d >= 2.
+struct Divisor {
+  std::size_t d = 1;
+  std::uint64_t m = 0;  // ceil(2^64 / d) when every numerator is below 2^32, else 0 (divide)
+
+  /// `small`: every numerator this divisor will see is below 2^32.
+  static Divisor make(std::size_t d, bool small) { return Divisor{d, small && d > 1 ? ~std::uint64_t(0) / d + 1 : 0}; }
+  KOKKOS_INLINE_FUNCTION std::size_t div(std::size_t n) const {
+    if (d == 1) return n;
+    if (m == 0) return n / d;
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    return __umul64hi(m, n);
+#else
+    // The high 64 bits of m * n for n < 2^32, in 64-bit arithmetic.
+    return ((m >> 32) * n + (((m & 0xffffffffu) * n) >> 32)) >> 32;
+#endif
+  }
+};
+
+/// One CopyTask in words: the runs' bases and strides, the piece (the shorter
+/// run), and how many pieces make a run on each side (one side has 1).
+struct FlatTask {
+  std::size_t dbase = 0, dstride = 0, sbase = 0, sstride = 0;
+  Divisor piece, md, ms;
+};
+
+struct FlatIndex {
+  std::size_t dst = 0, src = 0;
+};
+
+/// Where word `e` of a flattened call is written and read. `prefix` has n + 1
+/// strictly increasing entries from 0: task k covers words [prefix[k],
+/// prefix[k + 1]). The arithmetic is the host path's, in words.
+KOKKOS_INLINE_FUNCTION FlatIndex flat_index(const std::size_t* prefix, const FlatTask* tasks, std::size_t n,
+                                            std::size_t e) {
+  std::size_t lo = 0, hi = n;  // prefix[lo] <= e < prefix[hi]
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    if (prefix[mid] <= e) lo = mid;
+    else hi = mid;
+  }
+  const FlatTask& t = tasks[lo];
+  const std::size_t l = e - prefix[lo];
+  const std::size_t q = t.piece.div(l), o = l - q * t.piece.d;  // piece q of the task, word o in it
+  const std::size_t qd = t.md.div(q), qs = t.ms.div(q);         // the runs piece q lies in
+  return FlatIndex{t.dbase + qd * t.dstride + (q - qd * t.md.d) * t.piece.d + o,
+                   t.sbase + qs * t.sstride + (q - qs * t.ms.d) * t.piece.d + o};
+}
+
+/// The widest word (8, 4, 2 or 1 bytes) that every byte offset of the call is
+/// a multiple of: both buffers' addresses and, in every non-empty task, both
+/// run bases, the piece and the strides that are used (a task within one run
+/// never steps by its stride). Decided once for the whole call.
+inline std::size_t copy_word_bytes(const void* dst, const void* src, std::size_t elem_bytes,
+                                   std::span<const CopyTask> tasks) {
+  std::size_t a = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0) continue;
+    std::size_t off = t.dst.base | t.src.base | (t.dst.len < t.src.len ? t.dst.len : t.src.len);
+    if (t.elems > t.dst.len) off |= t.dst.stride;
+    if (t.elems > t.src.len) off |= t.src.stride;
+    a |= off * elem_bytes;
+  }
+  return a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : a % 2 == 0 ? 2 : 1;
+}
+
+/// A call's table, as the kernel reads it: n + 1 prefix entries, then n
+/// FlatTasks (the non-empty tasks, in words of `word` bytes). Returns n.
+inline std::size_t flatten_tasks(std::span<const CopyTask> tasks, std::size_t elem_bytes, std::size_t word,
+                                 std::vector<std::size_t>& table) {
+  static_assert(sizeof(FlatTask) % sizeof(std::size_t) == 0 && alignof(FlatTask) <= alignof(std::size_t));
+  constexpr std::size_t per = sizeof(FlatTask) / sizeof(std::size_t);
+  std::size_t n = 0, total = 0;
+  for (const CopyTask& t : tasks)
+    if (t.elems) ++n, total += t.elems * elem_bytes / word;
+  const bool small = total < (std::size_t(1) << 32);
+  table.assign(n + 1 + n * per, 0);
+  std::size_t k = 0;
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0) continue;
+    const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
+    auto words = [&](std::size_t elems) { return elems * elem_bytes / word; };
+    const FlatTask f{words(t.dst.base),
+                     words(t.dst.stride),
+                     words(t.src.base),
+                     words(t.src.stride),
+                     Divisor::make(words(piece), small),
+                     Divisor::make(t.dst.len / piece, small),
+                     Divisor::make(t.src.len / piece, small)};
+    table[k + 1] = table[k] + words(t.elems);
+    std::memcpy(table.data() + n + 1 + k * per, &f, sizeof f);
+    ++k;
+  }
+  return n;
+}
+
+/// Device copies of recent task tables, for one memory space. Plans are
+/// cached, so a steady loop presents the same tables again: those calls find
+/// theirs here, by contents, and upload and allocate nothing. Up to kSlots
+/// tables, each in a grow-only buffer; the least recently used one is
+/// replaced. Thread safe. Released at Kokkos::finalize (task_table_cache).
+template <class MemorySpace>
+class TaskTableCache {
+ public:
+  static constexpr std::size_t kSlots = 32;
+
+  /// The device copy of `table`, uploaded on `exec` if it is not here. An
+  /// upload waits for `exec` (so that work on other instances may use the
+  /// table at once); replacing a table waits for the whole device (kernels
+  /// on any instance may still read it). A warm call does neither.
+  template <class Exec>
+  const std::size_t* get(const Exec& exec, const std::vector<std::size_t>& table) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    for (std::size_t v : table) h = (h ^ v) * 1099511628211ull;
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++clock_;
+    Slot* victim = &slots_[0];
+    for (Slot& s : slots_) {
+      if (s.used && s.hash == h && s.host == table) {
+        s.used = clock_;
+        ++hits_;
+        return s.device.data();
+      }
+      if (s.used < victim->used) victim = &s;
+    }
+    if (victim->used) Kokkos::fence();
+    if (victim->device.extent(0) < table.size()) {
+      victim->device = Device();  // release first: peak memory is the new size, not old + new
+      victim->device =
+          Device(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("dsp::copy_runs::tasks")), table.size());
+    }
+    victim->host = table;
+    victim->hash = h;
+    victim->used = clock_;
+    using Host = Kokkos::View<const std::size_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    Kokkos::deep_copy(exec, Kokkos::subview(victim->device, std::make_pair(std::size_t(0), table.size())),
+                      Host(victim->host.data(), table.size()));
+    exec.fence();
+    ++uploads_;
+    return victim->device.data();
+  }
+
+  /// Frees every table (Kokkos::finalize; tests).
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Slot& s : slots_) s = Slot{};
+  }
+  /// Counters for tests: tables found, tables uploaded, device bytes held.
+  std::size_t hits() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return hits_;
+  }
+  std::size_t uploads() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return uploads_;
+  }
+  std::size_t bytes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t b = 0;
+    for (const Slot& s : slots_) b += s.device.extent(0) * sizeof(std::size_t);
+    return b;
+  }
+
+ private:
+  using Device = Kokkos::View<std::size_t*, MemorySpace>;
+  struct Slot {
+    std::vector<std::size_t> host;     // the table (the key, and the upload's source)
+    std::uint64_t hash = 0, used = 0;  // used: last use on the cache's clock; 0: empty
+    Device device;
+  };
+  mutable std::mutex mutex_;
+  std::array<Slot, kSlots> slots_{};
+  std::uint64_t clock_ = 0;
+  std::size_t hits_ = 0, uploads_ = 0;
+};
+
+/// The process's table cache for MemorySpace; emptied at Kokkos::finalize.
+template <class MemorySpace>
+TaskTableCache<MemorySpace>& task_table_cache() {
+  static TaskTableCache<MemorySpace> cache;
+  static const bool hooked = [] {
+    Kokkos::push_finalize_hook([] { cache.release(); });
+    return true;
+  }();
+  (void)hooked;
+  return cache;
+}
+
 template <class Word, class Exec>
-void copy_task_device(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
-                      const CopyTask& t) {
-  const std::size_t w = elem_bytes / sizeof(Word);  // words per element
-  const std::size_t piece = (t.dst.len < t.src.len ? t.dst.len : t.src.len) * w;
-  const std::size_t md = t.dst.len * w / piece, ms = t.src.len * w / piece;
-  const Runs d{t.dst.base * w, t.dst.stride * w, t.dst.len * w};
-  const Runs s{t.src.base * w, t.src.stride * w, t.src.len * w};
+void launch_flat(const Exec& exec, unsigned char* dst, const unsigned char* src, const std::size_t* table,
+                 std::size_t n, std::size_t total) {
   Word* out = reinterpret_cast<Word*>(dst);
   const Word* in = reinterpret_cast<const Word*>(src);
+  const std::size_t* prefix = table;
+  const FlatTask* tasks = reinterpret_cast<const FlatTask*>(table + n + 1);
   Kokkos::parallel_for(
-      "dsp::copy_runs", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, t.elems * w),
+      "dsp::copy_runs", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, total),
       KOKKOS_LAMBDA(std::size_t e) {
-        const std::size_t k = e / piece, o = e % piece;
-        out[d.base + (k / md) * d.stride + (k % md) * piece + o] =
-            in[s.base + (k / ms) * s.stride + (k % ms) * piece + o];
+        const FlatIndex i = flat_index(prefix, tasks, n, e);
+        out[i.dst] = in[i.src];
       });
+}
+
+/// The device path of copy_runs: every task of the call in one kernel launch
+/// on `exec`. Works on any execution space (the tests run it on the host).
+/// Does not fence, except when it uploads a table (TaskTableCache::get).
+template <class Exec>
+void copy_runs_device(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
+                      std::span<const CopyTask> tasks) {
+  const std::size_t word = copy_word_bytes(dst, src, elem_bytes, tasks);
+  thread_local std::vector<std::size_t> table;
+  const std::size_t n = flatten_tasks(tasks, elem_bytes, word, table);
+  if (n == 0) return;
+  const std::size_t total = table[n];
+  const std::size_t* dev = task_table_cache<typename Exec::memory_space>().get(exec, table);
+  switch (word) {
+    case 8: return launch_flat<std::uint64_t>(exec, dst, src, dev, n, total);
+    case 4: return launch_flat<std::uint32_t>(exec, dst, src, dev, n, total);
+    case 2: return launch_flat<std::uint16_t>(exec, dst, src, dev, n, total);
+    default: return launch_flat<std::uint8_t>(exec, dst, src, dev, n, total);
+  }
 }
 
 /// Host tasks of at least this many bytes are written with streaming
@@ -91,15 +315,18 @@ inline void stream_fence() {
 #endif
 }
 
-/// Runs every task on `exec`; does not fence.
+/// Runs every task on `exec`; does not fence (the device path waits once when
+/// it uploads a task table it has not seen before; see TaskTableCache).
 template <class Exec>
 void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t elem_bytes,
                std::span<const CopyTask> tasks) {
   auto* dst = static_cast<unsigned char*>(dst_ptr);
   const auto* src = static_cast<const unsigned char*>(src_ptr);
-  for (const CopyTask& t : tasks) {
-    if (t.elems == 0) continue;
-    if constexpr (is_host_exec_v<Exec>) {
+  if constexpr (!is_host_exec_v<Exec>) {
+    copy_runs_device(exec, dst, src, elem_bytes, tasks);
+  } else {
+    for (const CopyTask& t : tasks) {
+      if (t.elems == 0) continue;
       const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
       const std::size_t n = t.elems / piece, md = t.dst.len / piece, ms = t.src.len / piece;
       const std::size_t pb = piece * elem_bytes;
@@ -130,13 +357,6 @@ void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t
           at(k, [](unsigned char* o, const unsigned char* i, std::size_t b) { std::memcpy(o, i, b); });
         });
       }
-    } else {
-      // Widest word that divides the element and keeps both buffers aligned.
-      const auto a = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
-      if (elem_bytes % 8 == 0 && a % 8 == 0) copy_task_device<std::uint64_t>(exec, dst, src, elem_bytes, t);
-      else if (elem_bytes % 4 == 0 && a % 4 == 0) copy_task_device<std::uint32_t>(exec, dst, src, elem_bytes, t);
-      else if (elem_bytes % 2 == 0 && a % 2 == 0) copy_task_device<std::uint16_t>(exec, dst, src, elem_bytes, t);
-      else copy_task_device<std::uint8_t>(exec, dst, src, elem_bytes, t);
     }
   }
 }
