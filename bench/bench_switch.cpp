@@ -5,7 +5,9 @@
 // raw MPI_Alltoall of the same bytes, MPI_Alltoallw with subarray datatypes,
 // FFTW-MPI's transpose (where the switch is a 2-D transpose), memcpy of the
 // local block; gather (into and allocating) against raw MPI_Allgather; and the
-// latency of a switch of a few KiB with the agreement check on and off.
+// latency of a switch of a few KiB with the agreement check on and off; a
+// batch of Q, K and V against three switches (4 KiB to 64 MiB per tensor and
+// rank); each low-precision wire against float (1 to 256 MiB per rank).
 //
 // Every iteration is timed on every rank between a barrier and an
 // MPI_Allreduce(MAX): the reported time is the slowest rank's, identical on
@@ -16,6 +18,8 @@
 // MPI_Allgather for gather) in the same round. --benchmark_filter also limits
 // the ratio table to the groups it selects.
 #include "common.hpp"
+
+#include <dsp/batch.hpp>
 
 #include <benchmark/benchmark.h>
 #include <fftw3-mpi.h>
@@ -302,6 +306,67 @@ class Silent : public benchmark::BenchmarkReporter {
   void ReportRuns(const std::vector<Run>&) override {}
 };
 
+/// Attention-shaped float tensors [S, 16, 64] of about `per_rank` bytes per
+/// rank, switched from the sequence (0) to the heads (1), as in Ulysses.
+std::array<std::size_t, 3> attention_shape(std::size_t per_rank) {
+  const std::size_t n = std::size_t(comm().size());
+  return {std::max(n, per_rank * n / (16 * 64 * sizeof(float))), 16, 64};
+}
+
+std::string size_text(std::size_t b) {
+  return b >= (1u << 20) ? std::to_string(b >> 20) + "MiB" : std::to_string(b >> 10) + "KiB";
+}
+
+/// Q, K and V switched as one batch against three separate switches.
+void add_batch(std::size_t per_rank) {
+  using X = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
+  using Y = dsp::DistTensor<float, 3, dsp::Sharded<1>, Comm>;
+  const auto ext = attention_shape(per_rank);
+  const std::string group = "batch3/" + size_text(per_rank) + "/np" + std::to_string(comm().size());
+  const double bytes = 3.0 * double(X(comm(), ext).local_size()) * sizeof(float);
+  references()[group] = "three_switches";
+  struct T {
+    X q, k, v;
+    Y q2, k2, v2;
+  };
+  auto tensors = [ext] {
+    return std::make_shared<T>(
+        T{X(comm(), ext), X(comm(), ext), X(comm(), ext), Y(comm(), ext), Y(comm(), ext), Y(comm(), ext)});
+  };
+  add(group, "dsp_batch", bytes, [=] {
+    auto t = tensors();
+    return [t] { dsp::dynamic_switch<1>(dsp::batch(t->q, t->k, t->v), dsp::batch(t->q2, t->k2, t->v2)); };
+  });
+  add(group, "three_switches", bytes, [=] {
+    auto t = tensors();
+    return [t] {
+      dsp::dynamic_switch<1>(t->q, t->q2);
+      dsp::dynamic_switch<1>(t->k, t->k2);
+      dsp::dynamic_switch<1>(t->v, t->v2);
+    };
+  });
+}
+
+/// One switch on each low-precision wire against the float switch.
+void add_wire(std::size_t per_rank) {
+  using X = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
+  using Y = dsp::DistTensor<float, 3, dsp::Sharded<1>, Comm>;
+  const auto ext = attention_shape(per_rank);
+  const std::string group = "wire/" + size_text(per_rank) + "/np" + std::to_string(comm().size());
+  const double bytes = double(X(comm(), ext).local_size()) * sizeof(float);
+  references()[group] = "f32";
+  auto tensors = [ext] {
+    auto xy = std::make_shared<std::pair<X, Y>>(X(comm(), ext), Y(comm(), ext));
+    Kokkos::deep_copy(xy->first.local(), 1.25f);
+    return xy;
+  };
+  for (auto w : {dsp::Wire::exact, dsp::Wire::bf16, dsp::Wire::fp16, dsp::Wire::fp8_e4m3})
+    add(group, w == dsp::Wire::exact ? "f32" : dsp::wire_name(w), bytes, [=] {
+      auto xy = tensors();
+      return [xy, w] { dsp::dynamic_switch<1>(xy->first, xy->second, w); };
+    });
+}
+
 // The ratios: every method of a group and its reference run in turns, one
 // iteration each, for the same rounds on every rank; the reported ratio is the
 // median over rounds of (method / reference) in the same round, so slow drifts
@@ -376,6 +441,10 @@ int main(int argc, char** argv) {
     add_mesh_switch<2, 1>({64, 4096, 128}, {1, n});
     add_mesh_switch<2, 0>({16, 16, 8}, {n, 1});  // small: the fixed cost the mesh layer adds
     if (n % 2 == 0) add_mesh_redistribute({64, 512, 512}, {2, n / 2});
+    for (std::size_t b : {std::size_t(4) << 10, std::size_t(64) << 10, std::size_t(1) << 20, std::size_t(16) << 20,
+                          std::size_t(64) << 20})
+      add_batch(b);
+    for (std::size_t b : {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20}) add_wire(b);
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

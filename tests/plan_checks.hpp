@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Checks of the partition and of every plan type (switch: alltoall,
-// alltoallv, pairwise/datatypes; gather: allgather, peer; scatter; split),
+// alltoallv, pairwise/datatypes; gather: allgather, peer; scatter; split;
+// the packed switch of batches and wires),
 // shared by the randomized property test (test_plan_property.cpp) and the
 // libFuzzer target (fuzz/fuzz_plan.cpp). The includer defines
 // DSP_PLAN_FAIL(message), which must not return (doctest's FAIL, or print and
 // abort).
 #pragma once
 
+#include <dsp/engine/packed.hpp>
 #include <dsp/kernels/copy.hpp>
 #include <dsp/partition.hpp>
 #include <dsp/plan/gather.hpp>
@@ -19,6 +21,7 @@
 #include <optional>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -715,6 +718,164 @@ void check_switch_arithmetic(std::mt19937_64& rng, const Ext& g, std::size_t i, 
   }
 }
 
+/// A packed (batched) switch of tensors of element sizes 1, 2, 8 and 4 bytes
+/// (so sections start at offsets their element size does not divide), and of
+/// a float tensor on each low-precision wire: every rank's plan, the byte
+/// counts matched pairwise and tiling the buffers, the bound above every
+/// count, and the exact data moved byte by byte through the engine's own pack
+/// and unpack code. For the wires, the element arrives as the wire's rounding.
+void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) {
+  using namespace dsp::detail;
+  const std::size_t R = g.size();
+  auto local_of = [&](std::size_t d, std::size_t p) {
+    Ext e = g;
+    e[d] = Partition{g[d], n}.count(p);
+    return e;
+  };
+  auto offset_of = [&](std::size_t d, std::size_t p) { return Partition{g[d], n}.offset(p); };
+  // Global linear index of local element k of rank p's block along d.
+  auto global_index = [&](std::size_t d, std::size_t p, std::size_t k) {
+    const Ext e = local_of(d, p);
+    std::size_t gi = 0, rem = k;
+    Ext idx(R);
+    for (std::size_t a = R; a-- > 0;) {
+      idx[a] = rem % e[a];
+      rem /= e[a];
+    }
+    idx[d] += offset_of(d, p);
+    for (std::size_t a = 0; a < R; ++a) gi = gi * g[a] + idx[a];
+    return gi;
+  };
+  auto byte_of = [](std::size_t gi, std::size_t t, std::size_t b) {
+    return static_cast<unsigned char>((gi * 0x9E3779B97F4A7C15ull + t * 131 + b * 7) >> 29);
+  };
+  const Kokkos::DefaultHostExecutionSpace exec;
+  for (int mode = 0; mode < 4; ++mode) {
+    const dsp::Wire w = mode == 0 ? dsp::Wire::exact : dsp::Wire(mode);
+    const std::vector<std::size_t> ebs =
+        w == dsp::Wire::exact ? std::vector<std::size_t>{1, 2, 8, 4} : std::vector<std::size_t>{4, 4};
+    PLAN_CONTEXT("packed switch " << text(g) << " " << i << "->" << j << " over " << n << " wire "
+                                  << dsp::wire_name(w));
+    std::vector<std::vector<std::vector<unsigned char>>> in(n), out(n);  // [rank][tensor] bytes
+    std::vector<PackedPlan> plans;
+    std::vector<std::vector<PackedItem>> items(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      const std::size_t ni = product(local_of(i, p)), no = product(local_of(j, p));
+      for (std::size_t t = 0; t < ebs.size(); ++t) {
+        std::vector<unsigned char> x(ni * ebs[t]);
+        for (std::size_t k = 0; k < ni; ++k) {
+          const std::size_t gi = global_index(i, p, k);
+          if (w == dsp::Wire::exact) {
+            for (std::size_t b = 0; b < ebs[t]; ++b) x[k * ebs[t] + b] = byte_of(gi, t, b);
+          } else {
+            const float v = float(int(gi % 1999) - 999) * (t ? 0.37f : 1.1f);
+            std::memcpy(&x[k * 4], &v, 4);
+          }
+        }
+        in[p].push_back(std::move(x));
+        out[p].emplace_back(no * ebs[t], 0);
+      }
+      for (std::size_t t = 0; t < ebs.size(); ++t)
+        items[p].push_back(PackedItem{in[p][t].data(), out[p][t].data(), ebs[t]});
+      plans.push_back(plan_packed(PackedArgs{items[p], g, i, j, w}, int(p), int(n), Capabilities{},
+                                  dsp::SwitchAlgorithm::automatic));
+    }
+    // Counts match pairwise, tile the buffers, and stay under the bound.
+    for (std::size_t p = 0; p < n && i != j; ++p) {
+      const PackedPlan& P = plans[p];
+      ENSURE(!P.separate);  // no peer capability offered
+      std::size_t at_s = 0, at_r = 0;
+      for (std::size_t q = 0; q < n; ++q) {
+        ENSURE(P.sc[q] == plans[q].rc[p]);
+        ENSURE(P.sd[q] == at_s && P.rd[q] == at_r);
+        at_s += P.sc[q], at_r += P.rc[q];
+        ENSURE(P.sc[q] <= P.bound && P.sd[q] <= P.bound && P.rd[q] <= P.bound);
+        ENSURE(P.bound == plans[0].bound);
+      }
+      ENSURE(P.sc[p] == 0 && P.rc[p] == 0);
+      ENSURE(at_s == P.send_bytes && at_r == P.recv_bytes);
+    }
+    // Pack, exchange, unpack with the engine's own section code.
+    std::vector<std::vector<unsigned char>> sbuf(n), rbuf(n);
+    for (std::size_t p = 0; p < n; ++p) {
+      const PackedPlan& P = plans[p];
+      for (std::size_t t = 0; t < ebs.size(); ++t) {
+        if (w == dsp::Wire::exact)
+          copy_runs(exec, out[p][t].data(), in[p][t].data(), ebs[t], std::span(&P.peer.self, 1));
+        else
+          wire_round(exec, w, reinterpret_cast<float*>(out[p][t].data()),
+                     reinterpret_cast<const float*>(in[p][t].data()), P.peer.self);
+      }
+      if (i == j) continue;
+      sbuf[p].assign(P.send_bytes, 0);
+      for (const auto& snd : P.peer.sends) {
+        std::size_t at = P.sd[std::size_t(snd.peer)];
+        for (std::size_t t = 0; t < ebs.size(); ++t) {
+          if (w != dsp::Wire::exact)
+            wire_pack(exec, w, sbuf[p].data() + at, reinterpret_cast<const float*>(in[p][t].data()), snd.runs,
+                      snd.elems);
+          at += section_bytes(w, snd.elems, ebs[t]);
+        }
+        ENSURE(at == P.sd[std::size_t(snd.peer)] + P.sc[std::size_t(snd.peer)]);
+      }
+      if (w == dsp::Wire::exact)  // as the engine: one copy_runs per tensor over every peer's section
+        for (std::size_t t = 0; t < ebs.size(); ++t) {
+          std::vector<CopyTask> tasks;
+          const std::size_t u = section_tasks(P.peer.sends, P.sd, items[p], t, w, true, tasks);
+          copy_runs(exec, sbuf[p].data(), in[p][t].data(), u, tasks);
+        }
+    }
+    for (std::size_t q = 0; q < n && i != j; ++q) {
+      rbuf[q].assign(plans[q].recv_bytes, 0);
+      for (std::size_t p = 0; p < n; ++p)
+        if (plans[p].sc[q])
+          std::memcpy(rbuf[q].data() + plans[q].rd[p], sbuf[p].data() + plans[p].sd[q], plans[p].sc[q]);
+    }
+    for (std::size_t q = 0; q < n && i != j; ++q) {
+      const PackedPlan& Q = plans[q];
+      for (const auto& rcv : Q.peer.recvs) {
+        std::size_t at = Q.rd[std::size_t(rcv.peer)];
+        for (std::size_t t = 0; t < ebs.size(); ++t) {
+          if (w != dsp::Wire::exact)
+            wire_unpack(exec, w, reinterpret_cast<float*>(out[q][t].data()), rcv.runs, rbuf[q].data() + at, rcv.elems);
+          at += section_bytes(w, rcv.elems, ebs[t]);
+        }
+      }
+      if (w == dsp::Wire::exact)
+        for (std::size_t t = 0; t < ebs.size(); ++t) {
+          std::vector<CopyTask> tasks;
+          const std::size_t u = section_tasks(Q.peer.recvs, Q.rd, items[q], t, w, false, tasks);
+          copy_runs(exec, out[q][t].data(), rbuf[q].data(), u, tasks);
+        }
+    }
+    // Every output element holds its global element (exact), or a rounding
+    // within the wire's bound (the inputs are integers times a constant, well
+    // inside every format's normal range).
+    exec.fence();
+    for (std::size_t q = 0; q < n; ++q) {
+      const std::size_t no = product(local_of(j, q));
+      for (std::size_t t = 0; t < ebs.size(); ++t)
+        for (std::size_t k = 0; k < no; ++k) {
+          const std::size_t gi = global_index(j, q, k);
+          if (w == dsp::Wire::exact) {
+            for (std::size_t b = 0; b < ebs[t]; ++b)
+              PLAN_ENSURE_MSG(out[q][t][k * ebs[t] + b] == byte_of(gi, t, b),
+                              "tensor " << t << " rank " << q << " element " << k << " byte " << b);
+          } else {
+            float v;
+            std::memcpy(&v, &out[q][t][k * 4], 4);
+            const double want = double(float(int(gi % 1999) - 999) * (t ? 0.37f : 1.1f));
+            const double tol = w == dsp::Wire::bf16   ? std::ldexp(std::fabs(want), -8)
+                               : w == dsp::Wire::fp16 ? std::ldexp(std::fabs(want), -11)
+                                                      : std::ldexp(std::fabs(want), -4) + 1100.0 / 448 / 1024;
+            PLAN_ENSURE_MSG(std::fabs(double(v) - want) <= tol * (1 + 1e-6),
+                            "tensor " << t << " rank " << q << " element " << k << ": " << v << " for " << want);
+          }
+        }
+    }
+  }
+}
+
 /// Every gather, split, scatter and switch of extents g over n ranks, simulated.
 void check_small_shape(const Ext& g, std::size_t n) {
   for (std::size_t i = 0; i < g.size(); ++i) {
@@ -723,6 +884,7 @@ void check_small_shape(const Ext& g, std::size_t n) {
     simulate_scatter(g, i, n, n - 1);
     for (std::size_t j = 0; j < g.size(); ++j)
       if (i != j) simulate_switch(g, i, j, n);
+    for (std::size_t j = 0; j < g.size(); ++j) simulate_packed(g, i, j, n);
   }
 }
 

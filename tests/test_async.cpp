@@ -195,3 +195,19 @@ TEST_CASE("a backend without split-phase exchange switches at start, and wait re
   h.wait(cov);
   CHECK(cov.exactly_once());
 }
+
+TEST_CASE("switch_each reports no empty block, the own one included") {
+  // Dim 1 has one element: at two or more ranks some ranks' output blocks are empty.
+  const std::array<std::size_t, 3> g{4, 1, 3};
+  X0 x{world(), g};
+  fill(x);
+  X1 y{world(), g};
+  std::size_t empty = 0, reported = 0;
+  dsp::switch_each<1>(x, y, [&](const auto& block, const auto&, int) {
+    ++reported;
+    if (block.size() == 0) ++empty;
+  });
+  CHECK(empty == 0);
+  CHECK(count_wrong(y) == 0);
+  if (y.local_size() == 0) CHECK(reported == 0);
+}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Soak: 10,000 random split / dynamic_switch / gather operations (DSP_SOAK_OPS
-// overrides the count) on tensors of rank 2 to 4 with random small shapes,
+// overrides the count; switches and gathers are plain, split-phase, computed
+// on arrival or batched at random) on tensors of rank 2 to 4 with random small shapes,
 // uneven and empty ones included. Every result is checked element by element
 // against the global-index reference, and a position-weighted checksum of
 // every result, summed over the ranks every 1,000 operations, must equal the
@@ -8,6 +9,9 @@
 // the per-rank check but not this one. Resident memory after the run may
 // exceed resident memory after warm-up by at most kRssToleranceBytes.
 #include "helpers.hpp"
+
+#include <dsp/async.hpp>
+#include <dsp/batch.hpp>
 
 #include <doctest/doctest.h>
 
@@ -74,8 +78,8 @@ std::uint64_t local_checksum(const X& x) {
 
 struct Soak {
   std::mt19937 rng;  // the same seed on every rank: every rank makes the same choices
-  std::size_t ops = 0, wrong = 0, counts[3] = {0, 0, 0};
-  std::uint64_t got = 0, want = 0;  // sums of checksums: over ranks, and of the reference
+  std::size_t ops = 0, wrong = 0, counts[5] = {0, 0, 0, 0, 0};  // split, switch, gather, split-phase, batched
+  std::uint64_t got = 0, want = 0;                              // sums of checksums: over ranks, and of the reference
 
   template <class X>
   void record(const X& y, std::uint64_t whole) {
@@ -124,7 +128,13 @@ struct Soak {
               ++counts[2];
               if (into) {
                 Rep<R> y{world(), g};
-                dsp::gather(x, y);
+                if (rng() % 2) {
+                  ++counts[3];
+                  auto h = dsp::start_gather(x, y);
+                  h.wait();
+                } else {
+                  dsp::gather(x, y);
+                }
                 out = y;
               } else {
                 out = dsp::gather(x);
@@ -132,12 +142,33 @@ struct Soak {
             } else {
               ++counts[1];
               with_dim<R>(d, [&](auto D) {
-                if (into) {
-                  Sh<R, decltype(D)::value> y{world(), g};
-                  dsp::dynamic_switch<decltype(D)::value>(x, y);
+                constexpr std::size_t Dv = decltype(D)::value;
+                const unsigned kind = rng() % 4;  // plain, split-phase, compute on arrival, batched
+                if (kind == 1 || kind == 2) {
+                  ++counts[3];
+                  Sh<R, Dv> y{world(), g};
+                  if (kind == 1) {
+                    auto h = dsp::start_switch<Dv>(x, y);
+                    while (!h.test()) {
+                    }
+                    h.wait();
+                  } else {
+                    std::size_t seen = 0;
+                    dsp::switch_each<Dv>(x, y, [&](const auto& block, const auto&, int) { seen += block.size(); });
+                    if (seen != y.local_size()) ++wrong;
+                  }
+                  out = y;
+                } else if (kind == 3) {
+                  ++counts[4];
+                  auto [y1, y2] = dsp::dynamic_switch<Dv>(dsp::batch(x, x));
+                  wrong += count_wrong(y2);
+                  out = y1;
+                } else if (into) {
+                  Sh<R, Dv> y{world(), g};
+                  dsp::dynamic_switch<Dv>(x, y);
                   out = y;
                 } else {
-                  out = dsp::dynamic_switch<decltype(D)::value>(x);
+                  out = dsp::dynamic_switch<Dv>(x);
                 }
               });
             }
@@ -162,7 +193,9 @@ struct Soak {
 
 }  // namespace
 
-TEST_CASE("soak: 10,000 random split / switch / gather operations, verified, with flat memory") {
+TEST_CASE(
+    "soak: 10,000 random split / switch / gather operations (split-phase and batched among them), verified, with flat "
+    "memory") {
   const char* env = std::getenv("DSP_SOAK_OPS");
   const std::size_t total = env && std::atol(env) > 0 ? std::size_t(std::atol(env)) : 10000;
   const std::size_t warmup = total / 5;
@@ -188,9 +221,14 @@ TEST_CASE("soak: 10,000 random split / switch / gather operations, verified, wit
   CHECK(soak.counts[0] > 0);
   CHECK(soak.counts[1] > 0);
   CHECK(soak.counts[2] > 0);
+  CHECK(soak.counts[3] > 0);
+  CHECK(soak.counts[4] > 0);
   if (world().rank() == 0)
-    std::printf("soak: %zu ops (%zu split, %zu switch, %zu gather); resident %ld KiB after warm-up, %ld KiB at end\n",
-                soak.ops, soak.counts[0], soak.counts[1], soak.counts[2], rss_warm >> 10, rss_end >> 10);
+    std::printf(
+        "soak: %zu ops (%zu split, %zu switch, %zu gather; of these %zu split-phase, %zu batched); resident %ld KiB "
+        "after warm-up, %ld KiB at end\n",
+        soak.ops, soak.counts[0], soak.counts[1], soak.counts[2], soak.counts[3], soak.counts[4], rss_warm >> 10,
+        rss_end >> 10);
 #if defined(__SANITIZE_ADDRESS__)
     // AddressSanitizer keeps freed memory in quarantine, so resident memory
     // grows by design; LeakSanitizer checks for leaks in this build instead.

@@ -201,8 +201,9 @@ float value_of(const X& x, const std::array<std::size_t, 3>& g) {
 TEST_CASE("a switch on each wire: every element within the documented bound; bf16 and fp16 exactly the rounding") {
   std::mt19937 rng(83);
   for (auto w : {dsp::Wire::bf16, dsp::Wire::fp16, dsp::Wire::fp8_e4m3}) {
-    for (int c = 0; c < 10; ++c) {
-      const auto g = random_extents<3>(rng);
+    for (int c = 0; c < 12; ++c) {
+      // Small random shapes walk runs shorter than a block; the last two have long runs (the contiguous path).
+      const auto g = c < 10 ? random_extents<3>(rng) : std::array<std::size_t, 3>{3, 41, c == 10 ? 300u : 1000u};
       F3<dsp::Sharded<0>> x{world(), g};
       fill_random(x);
       auto y = dsp::dynamic_switch<2>(x, w);
@@ -319,4 +320,49 @@ TEST_CASE("a batch on a wire: Q, K and V in one collective at half the bytes") {
       });
     CHECK(wrong == 0);
   }
+}
+
+TEST_CASE("a gather on each wire: every rank holds the same rounded values; counted bytes as the cost model") {
+  using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  C comm{world()};
+  const std::size_t n = std::size_t(comm.size()), me = std::size_t(comm.rank());
+  std::mt19937 rng(86);
+  for (auto w : {dsp::Wire::bf16, dsp::Wire::fp16, dsp::Wire::fp8_e4m3}) {
+    for (int c = 0; c < 8; ++c) {
+      const auto g = c < 7 ? random_extents<3>(rng) : std::array<std::size_t, 3>{5, 7, 400};
+      F3<dsp::Sharded<1>, C> x{comm, g};
+      fill_random(x);
+      dsp::DistTensor<float, 3, dsp::Replicated, C> y{comm, g};
+      comm.reset();
+      dsp::gather(x, y, w);
+      CHECK(comm.counts().bytes_sent == dsp::transition_cost<dsp::Sharded<1>, dsp::Replicated>(g, 4, n, me, w).bytes);
+      std::size_t outside = 0, not_rounding = 0;
+      for_each_local(y, [&](auto&, auto& gi, std::size_t k) {
+        const float v = value_of(y, gi), out = y.local().data()[k];
+        const double err = std::fabs(double(out) - double(v));
+        if (w == dsp::Wire::bf16 && !same(out, ref_bf16(v))) ++not_rounding;
+        if (w == dsp::Wire::fp16 && !same(out, ref_fp16(v))) ++not_rounding;
+        if (w == dsp::Wire::fp8_e4m3 &&
+            err > (std::ldexp(std::fabs(double(v)), -4) + std::ldexp(2048.0, -10) / 448) * (1 + 1e-6))
+          ++outside;
+      });
+      CHECK(outside == 0);
+      CHECK(not_rounding == 0);
+      // Every rank holds the same values (the own block rounded as the others see it).
+      std::uint64_t h = 1469598103934665603ull;
+      for (std::size_t k = 0; k < y.local_size(); ++k) {
+        std::uint32_t u;
+        std::memcpy(&u, y.local().data() + k, 4);
+        h = (h ^ u) * 1099511628211ull;
+      }
+      std::uint64_t lo = 0, hi = 0;
+      MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+      MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+      CHECK(lo == hi);
+    }
+  }
+  F3<dsp::Sharded<0>> x{world(), {4, 4, 4}};
+  fill(x);
+  auto r = dsp::gather(x, dsp::Wire::exact);
+  CHECK(count_wrong(r) == 0);
 }

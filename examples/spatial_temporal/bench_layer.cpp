@@ -75,10 +75,12 @@ CommOnly make_comm_only(st::Context& ctx, const st::Config& c) {
     dsp::dynamic_switch<1>(*z, *x);
   };
   if (std::size_t(n) <= c.H) {
-    auto q = std::make_shared<H1>(ctx.comm, g5);
-    auto qh = std::make_shared<H3>(ctx.comm, g5);
-    r.ulysses = [q, qh] {
-      for (int k = 0; k < 3; ++k) dsp::dynamic_switch<3>(*q, *qh);
+    auto q = std::make_shared<H1>(ctx.comm, g5), k = std::make_shared<H1>(ctx.comm, g5),
+         v = std::make_shared<H1>(ctx.comm, g5);
+    auto qh = std::make_shared<H3>(ctx.comm, g5), kh = std::make_shared<H3>(ctx.comm, g5),
+         vh = std::make_shared<H3>(ctx.comm, g5);
+    r.ulysses = [q, k, v, qh, kh, vh] {  // as ulysses_layer: q, k, v in one batch, the output back
+      dsp::dynamic_switch<3>(dsp::batch(*q, *k, *v), dsp::batch(*qh, *kh, *vh));
       dsp::dynamic_switch<1>(*qh, *q);
     };
     r.megatron = [x, full, part] {
@@ -157,11 +159,28 @@ int main(int argc, char** argv) {
       const Comm* comm_only;
     };
     const CommOnly co = make_comm_only(ctx, c);
+    // The issue-12 variants of DSP (layer.hpp, Tuning): their bytes from the cost model with the wire type.
+    auto tuned = [](st::Tuning t) {
+      return Layer([t](st::Context& cx, const st::Act<dsp::Sharded<1>>& xx, const st::Config& cc,
+                       const st::Weights& ww) { return st::dsp_layer_tuned(cx, xx, cc, ww, t); });
+    };
+    const std::array<std::size_t, 4> g4{c.B, c.T, c.S, c.C};
+    const std::size_t f32_to = dsp::transition_cost<dsp::Sharded<1>, dsp::Sharded<2>>(g4, 4, n, p).bytes;
+    const std::size_t bf16_to =
+        dsp::transition_cost<dsp::Sharded<1>, dsp::Sharded<2>>(g4, 4, n, p, dsp::Wire::bf16).bytes;
+    const std::size_t bf16_back =
+        dsp::transition_cost<dsp::Sharded<2>, dsp::Sharded<1>>(g4, 4, n, p, dsp::Wire::bf16).bytes;
     const Row rows[] = {
         {"DSP", st::dsp_layer, pred.dsp, 2 * M * (N - 1) / (N * N), "2M/N", false, &co.dsp},
         {"DeepSpeed-Ulysses", st::ulysses_layer, pred.ulysses, 4 * M * (N - 1) / (N * N), "4M/N", true, &co.ulysses},
         {"Megatron-SP", st::megatron_layer, pred.megatron, 8 * M * (N - 1) / N, "8M", true, &co.megatron},
         {"Ring-Attention", st::ring_layer, pred.ring, 2 * M * (N - 1) / N, "2M", false, &co.ring},
+        {"DSP, compute on arrival", tuned({dsp::Wire::exact, true}), pred.dsp, 2 * M * (N - 1) / (N * N), "2M/N", false,
+         nullptr},
+        {"DSP, bf16 wire", tuned({dsp::Wire::bf16, false}), bf16_to + bf16_back, M * (N - 1) / (N * N), "M/N", false,
+         nullptr},
+        {"DSP, arrival + bf16 back", tuned({dsp::Wire::bf16, true}), f32_to + bf16_back, 1.5 * M * (N - 1) / (N * N),
+         "1.5M/N", false, nullptr},
     };
     double dsp_time = 0, dsp_comm = 0;
     std::size_t dsp_bytes = 0;
@@ -194,19 +213,21 @@ int main(int argc, char** argv) {
         sum += ms;
       }
       const double comm_ms = max_over(ctx.comm_seconds * 1e3 / iters);
-      const double comm_only = min_ms(*r.comm_only, iters);
+      const double comm_only = r.comm_only ? min_ms(*r.comm_only, iters) : 0.0;
       if (&r == &rows[0]) {
         dsp_time = best;
         dsp_comm = comm_only;
         dsp_bytes = counted;
       }
+      char co_text[64] = "- | -";  // the tuned variants have no separate communication-only run
+      if (r.comm_only)
+        std::snprintf(co_text, sizeof co_text, "%.3f | %.2fx", comm_only, dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
       if (p == 0)
         std::printf(
             "| %zu | %zu,%zu,%zu,%zu,%zu,%zu | %.0f | %s | %zu | %zu | %zu%s | %.0f | %s | %.2f | %.2f | %.2f | "
-            "%.2fx | %.3f | %.2fx |\n",
+            "%.2fx | %s |\n",
             n, c.B, c.T, c.S, c.C, c.H, c.F, M, r.name, t.ops, counted, model, counted == model ? "" : " MISMATCH",
-            r.paper_exact, r.paper, best, sum / iters, comm_ms, dsp_time > 0 ? best / dsp_time : 0.0, comm_only,
-            dsp_comm > 0 ? comm_only / dsp_comm : 0.0);
+            r.paper_exact, r.paper, best, sum / iters, comm_ms, dsp_time > 0 ? best / dsp_time : 0.0, co_text);
     }
     if (mesh_shape[0] > 0) {
       // The DP x SP layer on the mesh: the same input, B over DP, T over SP.

@@ -9,7 +9,8 @@
 //   dsp_layer       T sharded for the spatial block, dsp switch to S for the
 //                   temporal block, switch back (2 all-to-alls)
 //   ulysses_layer   T sharded; in the temporal block q, k, v go to head
-//                   sharding and the output comes back (4 all-to-alls)
+//                   sharding in one batched all-to-all (dsp::batch) and
+//                   the output comes back (the bytes of 4 all-to-alls in 2)
 //   megatron_layer  T sharded with tensor-parallel attention and MLP weights:
 //                   all-gather before and reduce-scatter after attention and
 //                   after the MLP, in both blocks (8 collectives, all dsp:
@@ -34,6 +35,7 @@
 // counted by hand here, with the same rule.
 #pragma once
 
+#include <dsp/batch.hpp>
 #include <dsp/mpi.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -334,17 +336,62 @@ inline std::size_t local_T(const Config& c, int rank, int size) {
   return dsp::Partition{c.T, std::size_t(size)}.count(std::size_t(rank));
 }
 
+/// How dsp_layer_tuned communicates (issue-12 features; the defaults are dsp_layer).
+struct Tuning {
+  dsp::Wire wire = dsp::Wire::exact;  ///< wire type of the switches (bf16 halves their bytes)
+  bool overlap = false;               ///< layer norm and q, k, v of the temporal block on each block as it lands; that
+                                      ///< switch is split-phase, which has no wire type yet: it travels exact
+};
+
+/// The first half of a block on the rows [r0, r1) of x (n_rows tokens each
+/// C wide, contiguous): h = LN1(x), and q, k, v of all heads.
+inline void block_front(const float* x, std::size_t r0, std::size_t r1, const Config& c, const BlockWeights& w,
+                        float* h, float* q, float* k, float* v) {
+  const std::size_t C = c.C, n = r1 - r0;
+  layer_norm(x + r0 * C, h + r0 * C, n, C, w.ln1_g, w.ln1_b);
+  qkv(h + r0 * C, n, c, w, 0, c.H, q + r0 * C, k + r0 * C, v + r0 * C);
+}
+
 /// DSP: spatial block on Sharded<1>, switch to Sharded<2>, temporal block,
-/// switch back. Returns the new Sharded<1> activation.
-inline Act<dsp::Sharded<1>> dsp_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c, const Weights& w) {
+/// switch back. Returns the new Sharded<1> activation. With `t.overlap`, the
+/// switch to Sharded<2> reports each peer's block of T as it lands
+/// (dsp::switch_each), and the temporal block's layer norm and q, k, v
+/// projections run on that block's tokens while the other blocks travel;
+/// attention over T starts once all have landed.
+inline Act<dsp::Sharded<1>> dsp_layer_tuned(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c,
+                                            const Weights& w, Tuning t) {
   const int p = ctx.rank(), n = ctx.size();
   auto y = dsp::dynamic_switch<1>(x);  // a copy (no communication): x stays unchanged
   local_block(y.local().data(), Grid{c.B, local_T(c, p, n), c.S, 2}, c, w.spatial);
-  auto z = ctx.timed([&] { return dsp::dynamic_switch<2>(y); });  // all-to-all: T whole, S split
   const std::size_t Sl = dsp::Partition{c.S, std::size_t(n)}.count(std::size_t(p));
-  local_block(z.local().data(), Grid{c.B, c.T, Sl, 1}, c, w.temporal);
-  ctx.timed([&] { dsp::dynamic_switch<1>(z, y); });  // all-to-all back
+  const Grid g{c.B, c.T, Sl, 1};
+  if (!t.overlap) {
+    auto z = ctx.timed([&] { return dsp::dynamic_switch<2>(y, t.wire); });  // all-to-all: T whole, S split
+    local_block(z.local().data(), g, c, w.temporal);
+    ctx.timed([&] { dsp::dynamic_switch<1>(z, y, t.wire); });  // all-to-all back
+    return y;
+  }
+  Act<dsp::Sharded<2>> z{ctx.comm, {c.B, c.T, c.S, c.C}};
+  const std::size_t rows = c.B * c.T * Sl, C = c.C, d = c.head_dim();
+  std::vector<float> h(rows * C), q(rows * C), k(rows * C), v(rows * C), o(rows * C), r(rows * C);
+  float* zp = z.local().data();
+  // Each landed block holds T rows [t0, t0 + Tq) of every b: Sl tokens per (b, t), contiguous.
+  dsp::switch_each<2>(y, z, [&](const auto& block, const auto& offsets, int) {
+    for (std::size_t b = 0; b < block.extent(0); ++b)
+      for (std::size_t tt = offsets[1]; tt < offsets[1] + block.extent(1); ++tt)
+        block_front(zp, (b * c.T + tt) * Sl, (b * c.T + tt + 1) * Sl, c, w.temporal, h.data(), q.data(), k.data(),
+                    v.data());
+  });
+  SoftmaxState st(rows, c.H, d);
+  attend(q.data(), k.data(), v.data(), C, c.H, d, g, g, st);
+  finish(st, rows, c.H, d, o.data());
+  finish_block(zp, o.data(), rows, c, w.temporal, h.data(), r.data());
+  ctx.timed([&] { dsp::dynamic_switch<1>(z, y, t.wire); });  // all-to-all back
   return y;
+}
+
+inline Act<dsp::Sharded<1>> dsp_layer(Context& ctx, const Act<dsp::Sharded<1>>& x, const Config& c, const Weights& w) {
+  return dsp_layer_tuned(ctx, x, c, w, Tuning{});
 }
 
 /// Thrown by the head-parallel methods when N exceeds the number of heads.
@@ -373,9 +420,8 @@ inline Act<dsp::Sharded<1>> ulysses_layer(Context& ctx, const Act<dsp::Sharded<1
   layer_norm(xp, h.data(), nt, C, w.temporal.ln1_g, w.temporal.ln1_b);
   qkv(h.data(), nt, c, w.temporal, 0, c.H, q.local().data(), k.local().data(), v.local().data());
   Exec().fence();
-  auto qh = ctx.timed([&] { return dsp::dynamic_switch<3>(q); });
-  auto kh = ctx.timed([&] { return dsp::dynamic_switch<3>(k); });
-  auto vh = ctx.timed([&] { return dsp::dynamic_switch<3>(v); });
+  // q, k and v to head sharding in one collective (a dsp::batch).
+  auto [qh, kh, vh] = ctx.timed([&] { return dsp::dynamic_switch<3>(dsp::batch(q, k, v)); });
   const std::size_t Hl = qh.local_extents()[3];
   dsp::DistTensor<float, 5, dsp::Sharded<3>, Counting> oh{ctx.comm, g5};
   {

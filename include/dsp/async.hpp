@@ -107,7 +107,7 @@ class SplitPhase {
     {
       detail::Busy busy(op_->comm, detail::op_name(op_->sig.op));
       const int me = op_->comm.rank();
-      if (op_->error.empty() && count(me) > 0) {
+      if (op_->error.empty() && count(me) > 0 && block(me).size() > 0) {
         try {
           on_block(block(me), offsets(me), me);
         } catch (const std::exception& e) {

@@ -6,6 +6,7 @@
 //   dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q1, k1, v1));  // into existing tensors
 //   auto y = dsp::dynamic_switch<2>(x, dsp::Wire::bf16);                 // half the bytes on the wire
 //   dsp::dynamic_switch<2>(dsp::batch(q, k, v), dsp::batch(q1, k1, v1), dsp::Wire::fp8_e4m3);
+//   auto r = dsp::gather(x, dsp::Wire::bf16);                            // a gather on a wire
 //
 // A batch holds 1 to 16 tensors of one layout Sharded<i>, one tensor rank, one
 // communicator type and memory space, and equal global extents on one
@@ -235,6 +236,42 @@ void dynamic_switch(const X& x, Y& y, Wire wire, std::source_location loc = std:
       if (wire == Wire::exact) return dynamic_switch<D>(x, y, loc);
       detail::packed_switch_into<D, detail::Op::dynamic_switch>(std::tie(x), std::tie(y), wire, loc,
                                                                 std::index_sequence<0>{});
+    }
+  }
+}
+
+/// gather(x) with the blocks on the wire as `wire` (x must hold float): every
+/// rank receives the same values, each rounded through the wire type
+/// (wire.hpp). Wire::exact is the plain gather. Collective.
+template <class X>
+auto gather(const X& x, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::gather_ok<X>()) {
+    using Y = detail::relayout_t<X, Replicated>;
+    if (wire == Wire::exact) return gather(x, loc);
+    Y y = detail::allocate_output<Y>(x, detail::Op::gather, -1, loc);
+    gather(x, y, wire, loc);
+    return y;
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+/// gather(x, y) with the blocks on the wire as `wire`. Collective.
+template <class X, class Y>
+void gather(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::gather_into_ok<X, Y>()) {
+    static_assert(detail::wire_ok_for<X>(),
+                  "dsp::gather(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    if constexpr (detail::wire_ok_for<X>()) {
+      if (wire == Wire::exact) return gather(x, y, loc);
+      using Xt = detail::tensor_t<X>;
+      detail::Signature sig = detail::signature_of(detail::Op::gather, x, -1, loc);
+      sig.wire = static_cast<std::uint32_t>(wire);
+      std::string err = detail::check_output("dsp::gather", x, y);
+      if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
+      detail::run_wire_gather<typename Xt::memory_space>(x.communicator(), sig, std::move(err), x.local().data(),
+                                                         y.local().data(), x.global_extents(), Xt::layout_type::dim,
+                                                         wire);
     }
   }
 }

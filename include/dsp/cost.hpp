@@ -104,34 +104,50 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
   return c;
 }
 
-/// The cost of a switch From -> To whose elements travel as `wire`
+/// The cost of a switch or gather From -> To whose elements travel as `wire`
 /// (wire.hpp): per peer, the bytes of its section in the wire type, padding
 /// and fp8 scales included, exactly what a CountingCommunicator records.
+/// A gather on a wire: each rank's block as one section, to every other rank.
 /// Wire::exact is transition_cost above. A batch costs the sum of its
-/// tensors' costs. Throws InvalidArgument for a low-precision wire on a
-/// transition other than a switch (dsp has none).
+/// tensors' costs. Throws InvalidArgument for a low-precision wire on a split
+/// (local: nothing travels).
 template <Layout From, Layout To, std::size_t R>
 constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
                                          std::size_t rank, Wire wire) {
   TransitionCost c = transition_cost<From, To>(e, elem_bytes, n, rank);
-  if (wire == Wire::exact || c.primitive == Primitive::identity) return c;
-  if (c.primitive != Primitive::dynamic_switch)
-    throw InvalidArgument("dsp cost model: a low-precision wire applies to dynamic_switch only");
-  constexpr std::size_t i = From::dim, j = To::dim;
-  auto sent = [&](std::size_t p) {
-    const Partition pi{e[i], n}, pj{e[j], n};
-    const std::size_t row = detail::checked_mul(detail::product_except(e, i, j), pi.count(p));
-    std::size_t b = 0;
+  constexpr Primitive prim = primitive_for<From, To>();
+  if (wire == Wire::exact) return c;
+  auto with_max = [&](auto sent) {
+    c.bytes = sent(rank);
+    c.max_bytes = 0;
     for (std::size_t q = 0; q < n; ++q)
-      if (q != p)
-        b = detail::checked_add(b, wire_section_bytes(wire, detail::checked_mul(row, pj.count(q)), elem_bytes));
-    return b;
+      if (sent(q) > c.max_bytes) c.max_bytes = sent(q);
+    return c;
   };
-  c.bytes = sent(rank);
-  c.max_bytes = 0;
-  for (std::size_t q = 0; q < n; ++q)
-    if (sent(q) > c.max_bytes) c.max_bytes = sent(q);
-  return c;
+  if constexpr (prim == Primitive::identity) {
+    return c;
+  } else if constexpr (prim == Primitive::split) {
+    throw InvalidArgument("dsp cost model: split sends nothing, on any wire");
+  } else if constexpr (prim == Primitive::gather) {
+    // Rank p's block, as one wire section, to each of the n - 1 others.
+    constexpr std::size_t d = From::dim;
+    return with_max([&](std::size_t p) {
+      const std::size_t elems = detail::checked_mul(detail::product_except(e, d, d), Partition{e[d], n}.count(p));
+      return detail::checked_mul(wire_section_bytes(wire, elems, elem_bytes), n - 1);
+    });
+  } else {
+    // Per peer, its section of this rank's block.
+    constexpr std::size_t i = From::dim, j = To::dim;
+    return with_max([&](std::size_t p) {
+      const Partition pi{e[i], n}, pj{e[j], n};
+      const std::size_t row = detail::checked_mul(detail::product_except(e, i, j), pi.count(p));
+      std::size_t b = 0;
+      for (std::size_t q = 0; q < n; ++q)
+        if (q != p)
+          b = detail::checked_add(b, wire_section_bytes(wire, detail::checked_mul(row, pj.count(q)), elem_bytes));
+      return b;
+    });
+  }
 }
 
 /// What one step of a redistribution costs on one rank (see RedistributeCost).

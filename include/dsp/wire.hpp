@@ -10,7 +10,9 @@
 //
 // Rounding is to nearest, ties to even, in every format. Error bounds, for a
 // finite float x that arrives as x':
-//   bf16      |x' - x| <= 2^-8 |x|          (and +-inf past the largest bf16)
+//   bf16      |x' - x| <= 2^-8 |x|          for |x| >= 2^-126 (normal floats;
+//                                           +-inf past the largest bf16)
+//             |x' - x| <= 2^-134            below 2^-126 (bf16 subnormals)
 //   fp16      |x' - x| <= 2^-11 |x|         for 2^-14 <= |x| <= 65504
 //             |x' - x| <= 2^-25             below 2^-14 (fp16 subnormals)
 //             x' = +-inf                    for |x| >= 65520 (as a cast would)
@@ -89,58 +91,49 @@ KOKKOS_INLINE_FUNCTION std::uint16_t to_bf16(float f) {
 }
 KOKKOS_INLINE_FUNCTION float from_bf16(std::uint16_t h) { return from_bits(std::uint32_t(h) << 16); }
 
-/// float -> IEEE binary16, round to nearest even; overflow to +-inf.
+/// float -> IEEE binary16, round to nearest even; overflow to +-inf. Written
+/// as selects over three candidate results, without per-element branches, so
+/// that a compiler can vectorize a loop of them.
 KOKKOS_INLINE_FUNCTION std::uint16_t to_fp16(float f) {
-  std::uint32_t x = bits(f);
-  const std::uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) return static_cast<std::uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: rounds past 65504
-  if (x >= 0x38800000u) {                                                   // normal: >= 2^-14
-    x -= std::uint32_t(127 - 15) << 23;
-    return static_cast<std::uint16_t>(sign | ((x + 0x0fffu + ((x >> 13) & 1u)) >> 13));
-  }
-  if (x <= 0x33000000u) return static_cast<std::uint16_t>(sign);  // <= 2^-25: ties to even zero
-  const std::uint32_t e = x >> 23, mant = (x & 0x7fffffu) | 0x800000u;
-  const std::uint32_t shift = 126 - e;  // value / 2^-24 = mant / 2^shift, shift in [14, 24]
-  std::uint32_t r = mant >> shift;
-  const std::uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (r & 1u))) ++r;
-  return static_cast<std::uint16_t>(sign | r);
+  const std::uint32_t u = bits(f), sign = (u >> 16) & 0x8000u, x = u & 0x7fffffffu;
+  // Normal range (>= 2^-14): rebias, then round the 13 dropped bits to nearest even.
+  const std::uint32_t r = x - (std::uint32_t(127 - 15) << 23);
+  const std::uint32_t normal = (r + 0x0fffu + ((r >> 13) & 1u)) >> 13;
+  // Below 2^-14: adding 0.5 (whose last bit is worth 2^-24) makes the float
+  // unit round the value to a multiple of 2^-24, nearest even: the subnormal code.
+  const std::uint32_t sub = bits(from_bits(x) + 0.5f) - 0x3f000000u;
+  const std::uint32_t big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN, or infinity and >= 65520
+  const std::uint32_t h = x >= 0x477ff000u ? big : x >= 0x38800000u ? normal : sub;
+  return static_cast<std::uint16_t>(sign | h);
 }
 KOKKOS_INLINE_FUNCTION float from_fp16(std::uint16_t h) {
   const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0) return from_bits(sign | bits(float(m) * 5.9604644775390625e-8f));  // m * 2^-24, exact
-  if (e == 31) return from_bits(sign | 0x7f800000u | (m << 13));
-  return from_bits(sign | ((e + 112) << 23) | (m << 13));
+  const std::uint32_t sub = bits(float(m) * 5.9604644775390625e-8f);  // m * 2^-24, exact
+  const std::uint32_t special = 0x7f800000u | (m << 13), normal = ((e + 112) << 23) | (m << 13);
+  return from_bits(sign | (e == 0 ? sub : e == 31 ? special : normal));
 }
 
 /// float -> fp8 e4m3 (bias 7, no infinities, NaN 0x7f), round to nearest
-/// even, saturating at +-448; NaN and infinities become NaN.
+/// even, saturating at +-448; NaN and infinities become NaN. Selects, no
+/// per-element branches.
 KOKKOS_INLINE_FUNCTION std::uint8_t to_e4m3(float v) {
-  const std::uint32_t u = bits(v);
-  const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
-  const std::uint32_t x = u & 0x7fffffffu;
-  if (x >= 0x7f800000u) return static_cast<std::uint8_t>(sign | 0x7fu);
-  if (x < 0x3c800000u) {  // below 2^-6: a multiple of 2^-9 (code 8 is 2^-6 itself)
-    const float q = from_bits(x) * 512.0f;
-    std::uint32_t i = static_cast<std::uint32_t>(q);
-    const float frac = q - float(i);
-    if (frac > 0.5f || (frac == 0.5f && (i & 1u))) ++i;
-    return static_cast<std::uint8_t>(sign | i);
-  }
-  int e = int(x >> 23) - 127;  // in [-6, ...]
-  const std::uint32_t m = x & 0x7fffffu;
-  std::uint32_t r = (m + 0x7ffffu + ((m >> 20) & 1u)) >> 20;  // 3 mantissa bits, nearest even
-  if (r == 8) r = 0, ++e;
-  if (e > 8 || (e == 8 && r > 6)) return static_cast<std::uint8_t>(sign | 0x7eu);  // 448
-  return static_cast<std::uint8_t>(sign | (std::uint32_t(e + 7) << 3) | r);
+  const std::uint32_t u = bits(v), sign = (u >> 24) & 0x80u, x = u & 0x7fffffffu;
+  // Normal range (>= 2^-6): rebias to 7, round the 20 dropped bits to nearest even.
+  const std::uint32_t r = x - (std::uint32_t(127 - 7) << 23);
+  const std::uint32_t normal = (r + 0x7ffffu + ((r >> 20) & 1u)) >> 20;
+  // Below 2^-6: 16384 + v rounds v to a multiple of 2^-9 (the subnormal spacing); code 8 is 2^-6.
+  const std::uint32_t sub = bits(from_bits(x) + 16384.0f) - 0x46800000u;
+  const std::uint32_t c = x >= 0x7f800000u   ? 0x7fu
+                          : x >= 0x43e00000u ? 0x7eu  // NaN, inf; >= 448 saturates
+                          : x >= 0x3c800000u ? (normal < 0x7eu ? normal : 0x7eu)
+                                             : sub;
+  return static_cast<std::uint8_t>(sign | c);
 }
 KOKKOS_INLINE_FUNCTION float from_e4m3(std::uint8_t c) {
   const std::uint32_t sign = std::uint32_t(c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
-  if (e == 15 && m == 7) return from_bits(0x7fc00000u | sign);
-  if (e == 0) return from_bits(sign | bits(float(m) * 0.001953125f));  // m * 2^-9
-  return from_bits(sign | ((e + 120) << 23) | (m << 20));
+  const std::uint32_t sub = bits(float(m) * 0.001953125f);  // m * 2^-9
+  const std::uint32_t normal = ((e + 120) << 23) | (m << 20);
+  return from_bits((c & 0x7fu) == 0x7fu ? 0x7fc00000u | sign : sign | (e == 0 ? sub : normal));
 }
 
 /// The scale of an fp8 block whose largest finite |x| is `amax`: elements are

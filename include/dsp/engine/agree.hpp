@@ -364,10 +364,14 @@ void agree(Comm& comm, Signature mine, const std::string& local_error) {
   if (!gathered) comm.control_all_gather(&mine, all.data(), sizeof(Signature));
   if (mine.status != 0) throw_local(mine.status, local_error);
   for (int r = 0; r < n; ++r)
-    if (all[std::size_t(r)].status != 0)
+    if (all[std::size_t(r)].status != 0) {
+      // A failure after the start of a split-phase operation: messages did move.
+      const bool in_flight = static_cast<Status>(all[std::size_t(r)].status) == Status::failed_in_flight;
       throw MismatchError(std::string(op) + ": rank " + std::to_string(r) + " could not take part because " +
                           status_text(all[std::size_t(r)].status) +
-                          "; nothing was communicated and the input is unchanged");
+                          (in_flight ? "; the input is unchanged, the output is incomplete"
+                                     : "; nothing was communicated and the input is unchanged"));
+    }
   const std::string why = describe_disagreement(all);
   if (!why.empty())
     throw MismatchError(std::string(op) + ": " + why + "; nothing was communicated and the input is unchanged");

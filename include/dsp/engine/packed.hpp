@@ -269,4 +269,61 @@ void run_packed(Comm comm, Signature sig, std::string err, const PackedArgs& a) 
   execute_packed<M>(comm, *plan, a);
 }
 
+// ---------------------------------------------------------------- gather on a wire
+
+/// A gather Sharded<d> -> Replicated of a float tensor whose blocks travel as
+/// `wire`: each rank packs its block into one wire section, one all-gather-v
+/// of the sections (bytes), and every section is unpacked into its place. The
+/// own block goes through the same rounding, so every rank holds the same values.
+struct WireGatherPlan {
+  std::vector<std::size_t> counts, displs;  // bytes per rank
+  std::vector<Runs> place;                  // where rank q's block lands in the output
+  std::vector<std::size_t> elems;           // elements of rank q's block
+  std::size_t recv_bytes = 0;
+};
+
+inline WireGatherPlan plan_wire_gather(std::span<const std::size_t> global, std::size_t d, int size, Wire w) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  const Partition pd{global[d], n};
+  const Slab g = slab(global, d);
+  WireGatherPlan plan;
+  for (std::size_t q = 0; q < n; ++q) {
+    const std::size_t e = g.elems(pd.count(q));
+    plan.elems.push_back(e);
+    plan.place.push_back(g.runs(pd.offset(q), pd.count(q)));
+    plan.displs.push_back(plan.recv_bytes);
+    plan.counts.push_back(wire_section_bytes(w, e, sizeof(float)));
+    plan.recv_bytes += plan.counts.back();
+  }
+  return plan;
+}
+
+/// A whole gather on a wire: prepare, agree, execute. Collective.
+template <class M, class Comm>
+void run_wire_gather(Comm comm, Signature sig, std::string err, const float* in, float* out,
+                     std::span<const std::size_t> global, std::size_t d, Wire w) {
+  Busy busy(comm, op_name(sig.op));
+  const std::size_t p = static_cast<std::size_t>(comm.rank());
+  sig.algorithm = static_cast<std::uint32_t>(Path::allgather);
+  const WireGatherPlan plan = prepare(comm.rank(), sig, err, [&] {
+    WireGatherPlan wp = plan_wire_gather(global, d, comm.size(), w);
+    if (comm.size() > 1) workspace<M>(comm).reserve(wp.counts[p], wp.recv_bytes);
+    return wp;
+  });
+  agree(comm, sig, err);
+  auto exec = execution_space_for<M>(comm);
+  const CopyTask own{plan.place[p], contiguous(0, plan.elems[p]), plan.elems[p]};
+  wire_round(exec, w, out, in, own);
+  if (comm.size() == 1 || product(global) == 0) return fence_after<Comm>(exec);
+  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
+  unsigned char* sbuf = ws ? ws->send() : nullptr;
+  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  wire_pack(exec, w, sbuf, in, contiguous(0, plan.elems[p]), plan.elems[p]);
+  fence_before_transfer<Comm>(exec);
+  comm.all_gather_v(sbuf, plan.counts[p], rbuf, plan.counts, plan.displs, 1);
+  for (std::size_t q = 0; q < plan.counts.size(); ++q)
+    if (q != p) wire_unpack(exec, w, out, plan.place[q], rbuf + plan.displs[q], plan.elems[q]);
+  fence_after<Comm>(exec);
+}
+
 }  // namespace dsp::detail

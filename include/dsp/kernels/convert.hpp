@@ -28,6 +28,14 @@ struct RunCursor {
   }
 };
 
+/// The element index of e0 when elements [e0, e1) lie in one run (then they
+/// are contiguous), else ~0: the common case takes a loop the compiler can
+/// vectorize.
+KOKKOS_INLINE_FUNCTION std::size_t contiguous_from(const Runs& r, std::size_t e0, std::size_t e1) {
+  const std::size_t at = e0 % r.len;
+  return at + (e1 - e0) <= r.len ? r.base + (e0 / r.len) * r.stride + at : ~std::size_t(0);
+}
+
 KOKKOS_INLINE_FUNCTION float load_f32(const unsigned char* p) {
   float f;
   __builtin_memcpy(&f, p, sizeof f);
@@ -52,6 +60,29 @@ KOKKOS_INLINE_FUNCTION float block_amax(const float* src, const Runs& runs, std:
 KOKKOS_INLINE_FUNCTION void pack_block(Wire w, unsigned char* sec, std::size_t n, const float* src, const Runs& runs,
                                        std::size_t b) {
   const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+  if (const std::size_t i0 = contiguous_from(runs, e0, e1); i0 != ~std::size_t(0)) {
+    const float* in = src + i0;
+    const std::size_t m = e1 - e0;
+    if (w == Wire::fp8_e4m3) {
+      const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
+      float amax = 0;
+      for (std::size_t e = 0; e < m; ++e) {
+        const float a = in[e] < 0 ? -in[e] : in[e];
+        amax = wire::finite(in[e]) && a > amax ? a : amax;
+      }
+      const wire::Fp8Scale s = wire::fp8_scale(amax);
+      store_f32(sec + 4 * b, s.inverse);
+      unsigned char* codes = sec + 4 * nb + e0;
+      for (std::size_t e = 0; e < m; ++e) codes[e] = wire::to_fp8(in[e], s.scale);
+    } else {
+      auto* h = reinterpret_cast<std::uint16_t*>(sec) + e0;
+      if (w == Wire::bf16)
+        for (std::size_t e = 0; e < m; ++e) h[e] = wire::to_bf16(in[e]);
+      else
+        for (std::size_t e = 0; e < m; ++e) h[e] = wire::to_fp16(in[e]);
+    }
+    return;
+  }
   RunCursor c(runs, e0);
   if (w == Wire::fp8_e4m3) {
     const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
@@ -72,6 +103,23 @@ KOKKOS_INLINE_FUNCTION void pack_block(Wire w, unsigned char* sec, std::size_t n
 KOKKOS_INLINE_FUNCTION void unpack_block(Wire w, float* dst, const Runs& runs, const unsigned char* sec, std::size_t n,
                                          std::size_t b) {
   const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+  if (const std::size_t i0 = contiguous_from(runs, e0, e1); i0 != ~std::size_t(0)) {
+    float* out = dst + i0;
+    const std::size_t m = e1 - e0;
+    if (w == Wire::fp8_e4m3) {
+      const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
+      const float inverse = load_f32(sec + 4 * b);
+      const unsigned char* codes = sec + 4 * nb + e0;
+      for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_e4m3(codes[e]) * inverse;
+    } else {
+      const auto* h = reinterpret_cast<const std::uint16_t*>(sec) + e0;
+      if (w == Wire::bf16)
+        for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_bf16(h[e]);
+      else
+        for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_fp16(h[e]);
+    }
+    return;
+  }
   RunCursor c(runs, e0);
   if (w == Wire::fp8_e4m3) {
     const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;

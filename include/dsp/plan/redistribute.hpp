@@ -16,8 +16,9 @@
 // axis sharding d, before (for the dim it leaves) and after (for the dim it
 // enters): no axis b > a shards d. Then the ranks along axis a hold one block
 // of d between them, split by the 1-D rule, and the step is the 1-D primitive
-// on that block. planner() finds the cheapest sequence of such steps by
-// Dijkstra's algorithm over placements, at compile time.
+// on that block. planner() finds the cheapest sequence of such steps by an
+// A* search over placements (Dijkstra's order plus an admissible bound to the
+// goal), at compile time.
 #pragma once
 
 #include <dsp/partition.hpp>
@@ -188,7 +189,7 @@ constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::arra
       s[a] = A.codes[digit[a]];
     }
   };
-  // Dijkstra with an indexed binary heap. One integer key per state: the
+  // A* with an indexed binary heap. One integer key per state: the
   // cost, then the number of collectives, then the number of steps (each
   // below 2^10 for any plan of at most kMaxSteps steps). Plain arrays and
   // integer keys keep the constant evaluator within its operation budget.
