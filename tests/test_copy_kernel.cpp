@@ -117,9 +117,11 @@ std::size_t compare_paths(std::mt19937_64& rng, std::size_t eb, std::span<const 
   auto* a = reinterpret_cast<unsigned char*>(a_store.data()) + dst_off;
   auto* b = reinterpret_cast<unsigned char*>(b_store.data()) + dst_off;
   const auto s = random_bytes(rng, src_elems * eb), d = random_bytes(rng, dst_elems * eb);
-  std::memcpy(src, s.data(), s.size());
-  std::memcpy(a, d.data(), d.size());
-  std::memcpy(b, d.data(), d.size());
+  if (!s.empty()) std::memcpy(src, s.data(), s.size());  // memcpy of nothing from nullptr is still undefined
+  if (!d.empty()) {
+    std::memcpy(a, d.data(), d.size());
+    std::memcpy(b, d.data(), d.size());
+  }
   dsp::detail::copy_runs(exec, a, src, eb, tasks);
   dsp::detail::copy_runs_device(exec, b, src, eb, tasks);
   exec.fence();
