@@ -592,8 +592,11 @@ class BasicMpiCommunicator {
   static constexpr int kControlTag = 7301;  // the deadline-aware agreement check
   static constexpr int kAbortTag = 7302;    // "I gave up waiting for you"
 
+  // Every call runs this. A watched state learns of MPI_Finalize from its
+  // attribute (on_finalize frees its communicator, leaving MPI_COMM_NULL), so
+  // only an unwatched one asks MPI (MPI_Initialized and MPI_Finalized take locks).
   void check_live() const {
-    if (!detail::mpi_is_live() || state_->comm == MPI_COMM_NULL)
+    if (state_->comm == MPI_COMM_NULL || (state_->finalize_key == MPI_KEYVAL_INVALID && !detail::mpi_is_live()))
       throw UsageError(
           "dsp::MpiCommunicator: MPI is finalized (or not initialized); finish every dsp call and "
           "destroy dsp tensors and communicators before MPI_Finalize");

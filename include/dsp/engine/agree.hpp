@@ -103,6 +103,7 @@ enum class Path : std::uint32_t {
   peer_gather,
   broadcast,
   scatter,
+  per_tensor,  // a batch: each tensor its own pairwise or datatypes exchange
 };
 
 inline const char* path_name(std::uint32_t p) {
@@ -117,6 +118,7 @@ inline const char* path_name(std::uint32_t p) {
     case Path::peer_gather: return "point-to-point gather";
     case Path::broadcast: return "broadcast";
     case Path::scatter: return "scatter";
+    case Path::per_tensor: return "per-tensor pairwise and datatypes";
   }
   return "unknown";
 }
@@ -203,13 +205,31 @@ inline void set_extents(Signature& s, std::span<const std::size_t> e) {
 }
 
 /// Records where the public call was made (when call-site checks are on).
+/// This runs on every collective call, so a call site's hash and file-name
+/// tail are kept in a small per-thread cache keyed by where its
+/// std::source_location points (the file name is a string literal).
 inline void set_site(Signature& s, const std::source_location& loc) {
   if (!call_site_checks()) return;
-  const std::string_view f = loc.file_name();
-  s.site_hash = fnv1a(f, fnv1a(std::to_string(loc.line()) + ":" + std::to_string(loc.column())));
-  s.site_line = loc.line();
-  const std::string_view tail = f.size() < sizeof s.site - 1 ? f : f.substr(f.size() - (sizeof s.site - 1));
-  std::memcpy(s.site, tail.data(), tail.size());
+  struct Entry {
+    const char* file = nullptr;
+    std::uint_least32_t line = 0, column = 0;
+    std::uint64_t hash = 0;
+    char tail[sizeof s.site] = {};
+  };
+  thread_local Entry cache[8];
+  const char* file = loc.file_name();
+  Entry& e = cache[(reinterpret_cast<std::uintptr_t>(file) / 8 ^ loc.line() ^ loc.column()) % 8];
+  if (e.file != file || e.line != loc.line() || e.column != loc.column()) {
+    const std::string_view f = file;
+    const std::uint64_t lc[2] = {loc.line(), loc.column()};
+    e = Entry{file, loc.line(), loc.column(),
+              fnv1a(f, fnv1a(std::string_view(reinterpret_cast<const char*>(lc), sizeof lc))) | 1, {}};
+    const std::string_view tail = f.size() < sizeof s.site - 1 ? f : f.substr(f.size() - (sizeof s.site - 1));
+    std::memcpy(e.tail, tail.data(), tail.size());
+  }
+  s.site_hash = e.hash;
+  s.site_line = e.line;
+  std::memcpy(s.site, e.tail, sizeof s.site);
 }
 
 /// A signature for `op` on a tensor of element type T and extents e.
@@ -262,10 +282,33 @@ inline std::string site_text(const Signature& s) {
   return std::string(f) + ":" + std::to_string(s.site_line);
 }
 
+/// Whether two ranks' signatures describe the same call: every field that
+/// describe_disagreement compares, compared as numbers (no text is built on
+/// the path every successful call takes).
+inline bool same_call(const Signature& a, const Signature& b) {
+  auto same_n = [](const auto* x, const auto* y, std::size_t n) {
+    for (std::size_t k = 0; k < n; ++k)
+      if (x[k] != y[k]) return false;
+    return true;
+  };
+  const std::size_t axes = a.mesh_axes < kMaxAxes ? a.mesh_axes : kMaxAxes;
+  const std::size_t rank = a.tensor_rank < kMaxRank ? a.tensor_rank : kMaxRank;
+  const std::size_t placements = axes == 0 ? 1 : axes;
+  return a.magic == b.magic && a.comm_size == b.comm_size && a.op == b.op && a.mesh_axes == b.mesh_axes &&
+         same_n(a.mesh_shape, b.mesh_shape, axes) && a.tensor_rank == b.tensor_rank &&
+         (a.type_hash ^ a.elem_bytes) == (b.type_hash ^ b.elem_bytes) && same_n(a.extents, b.extents, rank) &&
+         same_n(a.src_layout, b.src_layout, placements) && same_n(a.dst_layout, b.dst_layout, placements) &&
+         a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.algorithm == b.algorithm &&
+         a.site_hash == b.site_hash;
+}
+
 // The first field on which some rank differs from rank 0, described with
 // the ranks' values (the first 16), or "" when all agree.
 inline std::string describe_disagreement(const std::vector<Signature>& all) {
   const Signature& a = all[0];
+  bool all_same = true;
+  for (const Signature& b : all) all_same = all_same && same_call(a, b);
+  if (all_same) return "";
   auto list = [&](auto field) {
     std::string t;
     const std::size_t shown = all.size() < 16 ? all.size() : 16;
