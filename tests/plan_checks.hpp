@@ -790,7 +790,7 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
     // Counts match pairwise, tile the buffers, and stay under the bound.
     for (std::size_t p = 0; p < n && i != j; ++p) {
       const PackedPlan& P = plans[p];
-      ENSURE(!P.separate);  // no peer capability offered
+      ENSURE(!P.separate());  // no point-to-point or typed capability offered
       std::size_t at_s = 0, at_r = 0;
       for (std::size_t q = 0; q < n; ++q) {
         ENSURE(P.sc[q] == plans[q].rc[p]);

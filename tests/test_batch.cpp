@@ -2,8 +2,8 @@
 // Batched switches: several tensors in one collective. The data of every
 // tensor against the reference for random uneven and empty shapes, mixed
 // element types (so sections start at offsets that are no multiple of an
-// element), every switch algorithm setting (the packed path and the separate
-// point-to-point path), one agreement and one data collective with exactly
+// element), every switch algorithm setting (the packed path, and the
+// per-tensor path of tensors that move without copies), one agreement and one data collective with exactly
 // the cost model's bytes, and errors on every rank with the inputs unchanged.
 #include "helpers.hpp"
 
@@ -145,6 +145,59 @@ TEST_CASE("large tensors: one agreement, each tensor its own exchange, all in fl
   if (comm.size() > 1) CHECK(c.exchange == 3);
 }
 
+TEST_CASE("mid-size tensors: one agreement, each tensor its own datatypes or pairwise exchange") {
+  using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  C comm{world()};
+  const int n = comm.size();
+  const std::size_t un = std::size_t(n);
+  // The smallest run of a 0 -> 1 switch is H/n * D elements: 32768, so a
+  // double tensor's pieces are 256 KiB (pairwise) and a float's 128 KiB
+  // (MPI datatypes) under the automatic setting.
+  const std::array<std::size_t, 3> g{2 * un, 2 * un, 16384};
+  const dsp::detail::Capabilities caps = dsp::detail::capabilities_of<C>();
+  const auto auto_f = dsp::detail::choose_switch(g, 0, 1, n, 4, caps, dsp::SwitchAlgorithm::automatic);
+  const auto auto_d = dsp::detail::choose_switch(g, 0, 1, n, 8, caps, dsp::SwitchAlgorithm::automatic);
+  if (n > 1) {
+    REQUIRE(auto_f == dsp::SwitchAlgorithm::datatypes);
+    REQUIRE(auto_d == dsp::SwitchAlgorithm::pairwise);
+  }
+  T3<float, dsp::Sharded<0>, C> q{comm, g}, k{comm, g};
+  T3<double, dsp::Sharded<0>, C> v{comm, g};
+  fill(q), fill(k), fill(v);
+  const auto model = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 4 + 4 + 8, un,
+                                                                            std::size_t(comm.rank()));
+  SUBCASE("automatic: two float tensors by datatypes, one double pairwise") {
+    comm.reset();
+    auto [q2, k2, v2] = dsp::dynamic_switch<1>(dsp::batch(q, k, v));
+    CHECK(count_wrong(q2) + count_wrong(k2) + count_wrong(v2) == 0);
+    const auto c = comm.counts();
+    CHECK(c.control <= 1);
+    CHECK(c.bytes_sent == model.bytes);
+    if (n > 1) CHECK(c.exchange == 3);
+    if (n > 1) CHECK(c.all_to_all == 0);
+  }
+  SUBCASE("datatypes for every tensor") {
+    AlgorithmScope scope(dsp::SwitchAlgorithm::datatypes);
+    comm.reset();
+    auto [q2, k2, v2] = dsp::dynamic_switch<1>(dsp::batch(q, k, v));
+    CHECK(count_wrong(q2) + count_wrong(k2) + count_wrong(v2) == 0);
+    const auto c = comm.counts();
+    CHECK(c.control <= 1);
+    CHECK(c.bytes_sent == model.bytes);
+    if (n > 1) CHECK(c.exchange == 3);
+  }
+  SUBCASE("a wire packs even so: one all-to-all") {
+    T3<float, dsp::Sharded<0>, C> w{comm, g};
+    fill(w);
+    comm.reset();
+    auto [q2, w2] = dsp::dynamic_switch<1>(dsp::batch(q, w), dsp::Wire::bf16);
+    const auto c = comm.counts();
+    CHECK(c.control <= 1);
+    if (n > 1) CHECK(c.exchange == 0);
+    if (n > 1) CHECK(c.all_to_all == 1);
+  }
+}
+
 TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
   const int me = world().rank(), n = world().size();
   const std::array<std::size_t, 3> g{6, 5, 4}, other{6, 5, 5};
@@ -156,6 +209,15 @@ TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
     const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, bad)); });
     CHECK(e.find("equal extents") != std::string::npos);
     CHECK(count_wrong(bad) == 0);
+  }
+  SUBCASE("only the last rank's batch mixes extents: the others are told an argument, not an output, is bad") {
+    T3<float, dsp::Sharded<0>> w{world(), me == n - 1 ? other : g};
+    fill(w);
+    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, k, w)); });
+    if (me == n - 1) CHECK(e.find("equal extents") != std::string::npos);
+    if (me != n - 1) CHECK(e.find("an argument is invalid") != std::string::npos);
+    CHECK(e.find("output tensor is invalid") == std::string::npos);
+    CHECK(count_wrong(q) + count_wrong(k) + count_wrong(w) == 0);
   }
   SUBCASE("one rank's batch has other extents than the other ranks'") {
     T3<float, dsp::Sharded<0>> r{world(), me == n - 1 ? other : g}, s{world(), me == n - 1 ? other : g};

@@ -12,9 +12,10 @@
 // communicator type and memory space, and equal global extents on one
 // communicator; element types may differ. Its switch is one collective: one
 // agreement check, one all-to-all whose chunk for each peer carries every
-// tensor's section (engine/packed.hpp). Large tensors, whose own switches
-// would go point to point without copies, keep the one agreement and move
-// each with its own exchange, all in flight together.
+// tensor's section (engine/packed.hpp). Mid-size and large tensors, whose own
+// switches would move without copies (pairwise or MPI datatypes), keep the
+// one agreement and move each with its own plan, the point-to-point ones all
+// in flight together.
 #pragma once
 
 #include <dsp/engine/dispatch.hpp>
@@ -117,9 +118,12 @@ inline bool ranges_overlap(std::pair<const unsigned char*, const unsigned char*>
 }
 
 /// The local checks of a batch switch (every output, every pair of tensors);
-/// the first failure as text, or "".
+/// the first failure as text, or "". `status` says what failed: an output
+/// (bad_output) or the batch's arguments (bad_argument), for the other ranks' message.
 template <class Xs, class Ys, std::size_t... I>
-std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, std::index_sequence<I...>) {
+std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, Status& status,
+                        std::index_sequence<I...>) {
+  status = Status::bad_output;
   constexpr std::size_t n = sizeof...(I);
   const auto& x0 = std::get<0>(xs);
   auto who = [&] { return std::string(op) + " (rank " + std::to_string(x0.communicator().rank()) + ")"; };
@@ -129,6 +133,7 @@ std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, s
   };
   (first(check_output(op, std::get<I>(xs), std::get<I>(ys))), ...);
   if (!err.empty()) return err;
+  status = Status::bad_argument;
   const std::array<bool, n> extents_ok{(std::get<I>(xs).global_extents() == x0.global_extents())...};
   const std::array<bool, n> group_ok{same_group(std::get<I>(xs).communicator(), x0.communicator())...};
   const std::array<bool, n> float_ok{wire_ok_for<std::tuple_element_t<I, Xs>>()...};
@@ -145,7 +150,7 @@ std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, s
       first(who() + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not");
     for (std::size_t u = 0; u < n && err.empty(); ++u)
       if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
-        first(who() + ": output " + k + " shares memory with " +
+        status = Status::bad_output, first(who() + ": output " + k + " shares memory with " +
               (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
               " of the batch; dsp does not work in place");
   }
@@ -169,8 +174,9 @@ void packed_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source
     sig.arg = static_cast<std::int64_t>(sizeof...(I));
   }
   sig.wire = static_cast<std::uint32_t>(wire);
-  std::string err = check_batch(op_name(static_cast<std::uint32_t>(op)), xs, ys, wire, seq);
-  if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
+  Status failed = Status::ok;
+  std::string err = check_batch(op_name(static_cast<std::uint32_t>(op)), xs, ys, wire, failed, seq);
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(failed);
   const std::array<PackedItem, sizeof...(I)> items{
       PackedItem{std::get<I>(xs).local().data(), std::get<I>(ys).local().data(),
                  sizeof(typename std::remove_cvref_t<std::tuple_element_t<I, Xs>>::value_type)}...};
@@ -231,7 +237,8 @@ template <std::size_t D, class X, class Y>
 void dynamic_switch(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::switch_into_ok<D, X, Y>()) {
     static_assert(detail::wire_ok_for<X>(),
-                  "dsp::dynamic_switch(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+                  "dsp::dynamic_switch(x, wire) and (x, y, wire): a wire type applies to float tensors "
+                  "(dsp::Wire, wire.hpp).");
     if constexpr (detail::wire_ok_for<X>()) {
       if (wire == Wire::exact) return dynamic_switch<D>(x, y, loc);
       detail::packed_switch_into<D, detail::Op::dynamic_switch>(std::tie(x), std::tie(y), wire, loc,

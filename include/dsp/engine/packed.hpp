@@ -10,10 +10,11 @@
 // A section is the tensor's elements for q in the element order of the
 // 1-D switch (plan_peer_switch), exact or in the wire type.
 //
-// When every tensor is large enough that its own switch would go pairwise
-// (no copies in user space), packing would add two copies per byte: then the
-// batch keeps one agreement check but moves each tensor with its own
-// point-to-point exchange, all posted before any is waited for.
+// When every tensor is large enough that its own switch would move without
+// copies in user space (pairwise or MPI datatypes), packing would add two
+// copies per byte: then the batch keeps its one agreement check but moves
+// each tensor with its own plan, the point-to-point ones all posted before
+// the others run and before any is waited for.
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
@@ -62,21 +63,37 @@ struct PackedPlan {
   std::vector<std::size_t> sc, sd, rc, rd;          // bytes per peer, rank order (own chunk 0)
   std::size_t send_bytes = 0, recv_bytes = 0;       // workspace
   std::size_t bound = 0;                            // >= every byte count and displacement on every rank
-  bool separate = false;                            // each tensor its own point-to-point exchange
+  std::vector<std::shared_ptr<const SwitchPlan>> own;  // non-empty: each tensor its own (copy-free) plan
+  bool separate() const { return !own.empty(); }
 };
 
 /// The section offsets of peer q's chunk: tensor t's section starts at
 /// displ + sum of the earlier tensors' sections.
 inline std::size_t section_bytes(Wire w, std::size_t elems, std::size_t eb) { return wire_section_bytes(w, elems, eb); }
 
-/// Whether the batch moves each tensor with its own exchange: exact wire, a
-/// backend with point-to-point exchange, and every tensor's own switch
-/// resolving to pairwise under the current setting.
+/// Whether the batch moves each tensor with its own plan: exact wire, and
+/// every tensor's own switch resolving (under the current setting) to an
+/// algorithm without copies in user space, pairwise or datatypes. Packing
+/// those would add a copy on each side of every byte; what the batch saves by
+/// packing is a collective per tensor, which pays only where each tensor's
+/// own switch copies anyway (small tensors go alltoall).
 inline bool packed_separately(const PackedArgs& a, int size, Capabilities caps, SwitchAlgorithm setting) {
-  if (a.wire != Wire::exact || !caps.peer || a.i == a.j || size < 2) return false;
-  for (const PackedItem& t : a.items)
-    if (choose_switch(a.global, a.i, a.j, size, t.eb, caps, setting) != SwitchAlgorithm::pairwise) return false;
+  if (a.wire != Wire::exact || a.i == a.j || size < 2) return false;
+  for (const PackedItem& t : a.items) {
+    const SwitchAlgorithm s = choose_switch(a.global, a.i, a.j, size, t.eb, caps, setting);
+    if (s != SwitchAlgorithm::pairwise && s != SwitchAlgorithm::datatypes) return false;
+  }
   return true;
+}
+
+/// The path a batch reports to the agreement check: every rank must move
+/// every tensor the same way.
+inline Path packed_path(const PackedArgs& a, const PackedPlan& p) {
+  if (a.i == a.j) return Path::identity;
+  if (!p.separate()) return Path::alltoallv;
+  for (const auto& o : p.own)
+    if (o->index() != p.own.front()->index()) return Path::per_tensor;
+  return std::holds_alternative<PeerPlan>(*p.own.front()) ? Path::pairwise : Path::datatypes;
 }
 
 inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilities caps, SwitchAlgorithm setting) {
@@ -87,8 +104,11 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
     return plan;
   }
   plan.peer = plan_peer_switch(a.global, a.i, a.j, rank, size);
-  plan.separate = packed_separately(a, size, caps, setting);
-  if (plan.separate) return plan;
+  if (packed_separately(a, size, caps, setting)) {
+    for (const PackedItem& t : a.items)
+      plan.own.push_back(cached_switch_plan(a.global, a.i, a.j, rank, size, t.eb, caps, setting));
+    return plan;
+  }
   plan.send_elems.assign(n, 0);
   plan.recv_elems.assign(n, 0);
   for (const PeerRuns& s : plan.peer.sends) plan.send_elems[std::size_t(s.peer)] = s.elems;
@@ -187,34 +207,50 @@ inline std::size_t section_tasks(std::span<const PeerRuns> chunks, std::span<con
   return u;
 }
 
+/// Execute phase of a batch whose tensors move with their own plans: the
+/// point-to-point exchanges are posted first (each after its own block is
+/// copied), the others run meanwhile, then the posted ones are waited for.
+template <class M, class Comm>
+void execute_separately(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
+  auto exec = execution_space_for<M>(comm);
+  const std::size_t n = a.items.size();
+  std::array<bool, kMaxBatch> posted{};
+  if constexpr (AsyncPeerExchange<Comm>) {
+    std::vector<std::optional<typename Comm::Pending>> pending(n);
+    bool fenced = false;
+    for (std::size_t t = 0; t < n; ++t) {
+      const auto* p = std::get_if<PeerPlan>(plan.own[t].get());
+      if (!p) continue;
+      copy_runs(exec, a.items[t].out, a.items[t].in, a.items[t].eb, std::span(&p->self, 1));
+      if (!fenced) fence_before_transfer<Comm>(exec), fenced = true;
+      pending[t].emplace(comm.post_runs(a.items[t].in, p->sends, a.items[t].out, p->recvs, a.items[t].eb));
+      posted[t] = true;
+    }
+    for (std::size_t t = 0; t < n; ++t)
+      if (!posted[t])
+        execute_switch<M>(comm, *plan.own[t], SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
+    for (auto& p : pending)
+      if (p) comm.wait_runs(*p);
+  } else {
+    for (std::size_t t = 0; t < n; ++t)
+      execute_switch<M>(comm, *plan.own[t], SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
+  }
+  fence_after<Comm>(exec);
+}
+
 /// Execute phase of an agreed packed switch.
 template <class M, class Comm>
 void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   auto exec = execution_space_for<M>(comm);
   const bool wire = a.wire != Wire::exact;
+  const bool moves = a.i != a.j && comm.size() > 1 && product(a.global) > 0;
+  if (moves && plan.separate()) return execute_separately<M>(comm, plan, a);
   // Own blocks first (they need nothing from anybody).
   for (const PackedItem& t : a.items) {
     if (wire) wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
     else copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
   }
-  const bool moves = a.i != a.j && comm.size() > 1 && product(a.global) > 0;
   if (!moves) return fence_after<Comm>(exec);
-  if (plan.separate) {
-    fence_before_transfer<Comm>(exec);
-    if constexpr (AsyncPeerExchange<Comm>) {
-      std::vector<std::optional<typename Comm::Pending>> pending(a.items.size());
-      for (std::size_t t = 0; t < a.items.size(); ++t)
-        pending[t].emplace(
-            comm.post_runs(a.items[t].in, plan.peer.sends, a.items[t].out, plan.peer.recvs, a.items[t].eb));
-      for (auto& p : pending) comm.wait_runs(*p);
-    } else if constexpr (PeerExchange<Comm>) {
-      for (const PackedItem& t : a.items)
-        comm.exchange_runs(t.in, plan.peer.sends, t.out, plan.peer.recvs, t.eb, [] {});
-    } else {
-      throw Error("dsp: internal error: a separate batch on a backend without point-to-point exchange");
-    }
-    return fence_after<Comm>(exec);
-  }
   const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
   unsigned char* sbuf = ws ? ws->send() : nullptr;
   unsigned char* rbuf = ws ? ws->recv() : nullptr;
@@ -259,9 +295,7 @@ void run_packed(Comm comm, Signature sig, std::string err, const PackedArgs& a) 
   Busy busy(comm, op_name(sig.op));
   auto plan = prepare(comm.rank(), sig, err, [&] {
     auto p = cached_packed_plan(a, comm.rank(), comm.size(), capabilities_of<Comm>(), switch_algorithm());
-    sig.algorithm = static_cast<std::uint32_t>(a.i == a.j    ? Path::identity
-                                               : p->separate ? Path::pairwise
-                                                             : Path::alltoallv);
+    sig.algorithm = static_cast<std::uint32_t>(packed_path(a, *p));
     if (p->send_bytes || p->recv_bytes) workspace<M>(comm).reserve(p->send_bytes, p->recv_bytes);
     return p;
   });
