@@ -13,6 +13,7 @@
 #include <dsp/engine/dispatch.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
+#include <dsp/wire.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -102,6 +103,18 @@ class SplitPhase {
   /// every rank at the end of wait.
   template <class F>
   void wait(F&& on_block) {
+    using Block = decltype(std::declval<const SplitPhase&>().block(0));
+    static_assert(std::is_invocable_v<F&, Block, const typename Y::extents_type&, int>,
+                  "dsp::SplitPhase::wait / switch_each / gather_each: the function is called as "
+                  "on_block(block, offsets, peer): a Kokkos::View of the landed block, its global offsets "
+                  "(std::array<std::size_t, Rank>) and the rank it came from (int); write it as "
+                  "[&](const auto& block, const auto& offsets, int peer) { ... }.");
+    if constexpr (std::is_invocable_v<F&, Block, const typename Y::extents_type&, int>) wait_impl(on_block);
+  }
+
+ private:
+  template <class F>
+  void wait_impl(F& on_block) {
     if (waited_ || !op_) return;
     waited_ = true;
     {
@@ -119,6 +132,7 @@ class SplitPhase {
     op_->settle();
   }
 
+ public:
   /// Whether wait() has run.
   bool waited() const noexcept { return waited_; }
   const X& input() const noexcept { return x_; }
@@ -178,6 +192,15 @@ template <std::size_t D, class X, class Y>
   } else {
     return detail::Invalid{};
   }
+}
+
+/// Split-phase switches move elements exactly: this overload exists to say so
+/// when a wire type is passed (dsp::Wire is for dynamic_switch and gather).
+template <std::size_t D, class X, class Y>
+void start_switch(const X&, Y&, Wire, std::source_location = std::source_location::current()) {
+  static_assert(sizeof(X) == 0,
+                "dsp::start_switch / switch_each: split-phase operations move elements exactly; a low-precision "
+                "wire (dsp::Wire) applies to the blocking dynamic_switch(x[, y], wire) and gather(x[, y], wire).");
 }
 
 /// Starts the gather of `x` (Sharded<d>) into the existing Replicated tensor
