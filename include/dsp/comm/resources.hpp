@@ -5,12 +5,14 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <typeindex>
+#include <typeinfo>
 #include <vector>
 
 namespace dsp {
@@ -33,16 +35,21 @@ class CommResources {
   template <class S>
   S& slot() const {
     std::lock_guard<std::mutex> lock(b_->mutex);
+    if (void* q = b_->recent(typeid(S))) return *static_cast<S*>(q);
     auto& p = b_->slots[std::type_index(typeid(S))];
     if (!p) p = std::make_shared<S>();
+    b_->remember(typeid(S), p.get());
     return *static_cast<S*>(p.get());
   }
   /// The cached object of type S, or nullptr when none was made.
   template <class S>
   S* find() const {
     std::lock_guard<std::mutex> lock(b_->mutex);
+    if (void* q = b_->recent(typeid(S))) return static_cast<S*>(q);
     auto it = b_->slots.find(std::type_index(typeid(S)));
-    return it == b_->slots.end() ? nullptr : static_cast<S*>(it->second.get());
+    if (it == b_->slots.end()) return nullptr;
+    b_->remember(typeid(S), it->second.get());
+    return static_cast<S*>(it->second.get());
   }
 
   /// Marks the communicator busy; false when it already was (another thread
@@ -62,6 +69,23 @@ class CommResources {
   struct Block {
     std::mutex mutex;
     std::map<std::type_index, std::shared_ptr<void>> slots;
+    // Every collective looks up its workspace: a few entries compared by the
+    // address of their std::type_info sit in front of the map, whose
+    // type_index ordering compares type names as strings.
+    struct Recent {
+      const std::type_info* type = nullptr;
+      void* object = nullptr;
+    };
+    std::array<Recent, 8> recent_{};
+    std::size_t next_ = 0;
+    void* recent(const std::type_info& t) const {
+      for (const Recent& r : recent_)
+        if (r.type == &t) return r.object;
+      return nullptr;
+    }
+    void remember(const std::type_info& t, void* object) {
+      recent_[next_++ % recent_.size()] = Recent{&t, object};
+    }
     std::atomic<bool> busy{false};
     std::atomic<bool> poisoned{false};
   };
@@ -87,6 +111,7 @@ class CommResources {
         {
           std::lock_guard<std::mutex> lock(b->mutex);
           drop.swap(b->slots);
+          b->recent_ = {};
         }
       }  // objects are destroyed outside the locks
     }
