@@ -91,9 +91,15 @@ KOKKOS_INLINE_FUNCTION std::uint16_t to_bf16(float f) {
 }
 KOKKOS_INLINE_FUNCTION float from_bf16(std::uint16_t h) { return from_bits(std::uint32_t(h) << 16); }
 
-/// float -> IEEE binary16, round to nearest even; overflow to +-inf. Written
-/// as selects over three candidate results, without per-element branches, so
-/// that a compiler can vectorize a loop of them.
+/// A mask of all ones when `c`, else zero: selects by and/or instead of `?:`.
+/// With gcc's default -ftrapping-math, a `?:` between a float result and
+/// others becomes a branch (the float operation may not be speculated), and a
+/// loop with branches is not vectorized; masks keep it straight-line.
+KOKKOS_INLINE_FUNCTION std::uint32_t mask_if(bool c) { return 0u - std::uint32_t(c); }
+
+/// float -> IEEE binary16, round to nearest even; overflow to +-inf. Three
+/// candidate results, one chosen by masks: no per-element branches, so a loop
+/// of them vectorizes.
 KOKKOS_INLINE_FUNCTION std::uint16_t to_fp16(float f) {
   const std::uint32_t u = bits(f), sign = (u >> 16) & 0x8000u, x = u & 0x7fffffffu;
   // Normal range (>= 2^-14): rebias, then round the 13 dropped bits to nearest even.
@@ -102,15 +108,18 @@ KOKKOS_INLINE_FUNCTION std::uint16_t to_fp16(float f) {
   // Below 2^-14: adding 0.5 (whose last bit is worth 2^-24) makes the float
   // unit round the value to a multiple of 2^-24, nearest even: the subnormal code.
   const std::uint32_t sub = bits(from_bits(x) + 0.5f) - 0x3f000000u;
-  const std::uint32_t big = x > 0x7f800000u ? 0x7e00u : 0x7c00u;  // NaN, or infinity and >= 65520
-  const std::uint32_t h = x >= 0x477ff000u ? big : x >= 0x38800000u ? normal : sub;
+  const std::uint32_t big = 0x7c00u | (mask_if(x > 0x7f800000u) & 0x0200u);  // infinity and >= 65520; NaN
+  const std::uint32_t is_big = mask_if(x >= 0x477ff000u);
+  const std::uint32_t is_normal = ~is_big & mask_if(x >= 0x38800000u);
+  const std::uint32_t h = (is_big & big) | (is_normal & normal) | (~(is_big | is_normal) & sub);
   return static_cast<std::uint16_t>(sign | h);
 }
 KOKKOS_INLINE_FUNCTION float from_fp16(std::uint16_t h) {
   const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   const std::uint32_t sub = bits(float(m) * 5.9604644775390625e-8f);  // m * 2^-24, exact
   const std::uint32_t special = 0x7f800000u | (m << 13), normal = ((e + 112) << 23) | (m << 13);
-  return from_bits(sign | (e == 0 ? sub : e == 31 ? special : normal));
+  const std::uint32_t is_sub = mask_if(e == 0), is_special = mask_if(e == 31);
+  return from_bits(sign | (is_sub & sub) | (is_special & special) | (~(is_sub | is_special) & normal));
 }
 
 /// float -> fp8 e4m3 (bias 7, no infinities, NaN 0x7f), round to nearest
