@@ -164,8 +164,7 @@ TEST_CASE("mid-size tensors: one agreement, each tensor its own datatypes or pai
   T3<float, dsp::Sharded<0>, C> q{comm, g}, k{comm, g};
   T3<double, dsp::Sharded<0>, C> v{comm, g};
   fill(q), fill(k), fill(v);
-  const auto model = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 4 + 4 + 8, un,
-                                                                            std::size_t(comm.rank()));
+  const auto model = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 4 + 4 + 8, un, std::size_t(comm.rank()));
   // automatic: the two float tensors by datatypes, the double one pairwise; then datatypes for all.
   for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::datatypes}) {
     CAPTURE(int(setting));

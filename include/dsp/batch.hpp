@@ -151,8 +151,8 @@ std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, S
     for (std::size_t u = 0; u < n && err.empty(); ++u)
       if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
         status = Status::bad_output, first(who() + ": output " + k + " shares memory with " +
-              (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
-              " of the batch; dsp does not work in place");
+                                           (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
+                                           " of the batch; dsp does not work in place");
   }
   return err;
 }

@@ -83,9 +83,7 @@ class CommResources {
         if (r.type == &t) return r.object;
       return nullptr;
     }
-    void remember(const std::type_info& t, void* object) {
-      recent_[next_++ % recent_.size()] = Recent{&t, object};
-    }
+    void remember(const std::type_info& t, void* object) { recent_[next_++ % recent_.size()] = Recent{&t, object}; }
     std::atomic<bool> busy{false};
     std::atomic<bool> poisoned{false};
   };

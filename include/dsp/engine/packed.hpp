@@ -58,11 +58,11 @@ struct PackedArgs {
 
 /// How a packed switch moves data on one rank.
 struct PackedPlan {
-  PeerPlan peer;                                    // element runs per peer, the same for every tensor
-  std::vector<std::size_t> send_elems, recv_elems;  // elements per peer, rank order
-  std::vector<std::size_t> sc, sd, rc, rd;          // bytes per peer, rank order (own chunk 0)
-  std::size_t send_bytes = 0, recv_bytes = 0;       // workspace
-  std::size_t bound = 0;                            // >= every byte count and displacement on every rank
+  PeerPlan peer;                                       // element runs per peer, the same for every tensor
+  std::vector<std::size_t> send_elems, recv_elems;     // elements per peer, rank order
+  std::vector<std::size_t> sc, sd, rc, rd;             // bytes per peer, rank order (own chunk 0)
+  std::size_t send_bytes = 0, recv_bytes = 0;          // workspace
+  std::size_t bound = 0;                               // >= every byte count and displacement on every rank
   std::vector<std::shared_ptr<const SwitchPlan>> own;  // non-empty: each tensor its own (copy-free) plan
   bool separate() const { return !own.empty(); }
 };
@@ -228,12 +228,14 @@ void execute_separately(Comm& comm, const PackedPlan& plan, const PackedArgs& a)
     }
     for (std::size_t t = 0; t < n; ++t)
       if (!posted[t])
-        execute_switch<M>(comm, *plan.own[t], SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
+        execute_switch<M>(comm, *plan.own[t],
+                          SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
     for (auto& p : pending)
       if (p) comm.wait_runs(*p);
   } else {
     for (std::size_t t = 0; t < n; ++t)
-      execute_switch<M>(comm, *plan.own[t], SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
+      execute_switch<M>(comm, *plan.own[t],
+                        SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
   }
   fence_after<Comm>(exec);
 }
