@@ -109,6 +109,13 @@ inline Setting<std::chrono::milliseconds>& deadline_setting() {
   return s;
 }
 
+/// Whether every setting from the environment was accepted: the check every
+/// collective makes, without building text.
+inline bool settings_ok() {
+  return agreement_setting().error.empty() && call_site_setting().error.empty() && switch_setting().error.empty() &&
+         deadline_setting().error.empty();
+}
+
 /// Why a setting from the environment was refused ("" when all are fine).
 /// Collectives check it before they communicate, so it raises on every rank.
 inline std::string settings_error() {

@@ -224,9 +224,9 @@ void execute_switch(Comm& comm, const SwitchPlan& plan, const SwitchArgs& a) {
 }
 
 /// A whole switch: prepare, agree, execute. Collective. `sig` and `err` come
-/// from the front end (its output checks).
+/// from the front end (its output checks); prepare records the algorithm in `sig`.
 template <class M, class Comm>
-void run_switch(Comm comm, Signature sig, std::string err, const SwitchArgs& a) {
+void run_switch(Comm comm, Signature& sig, std::string err, const SwitchArgs& a) {
   Busy busy(comm, op_name(sig.op));
   auto plan = prepare_switch<M>(comm, a, sig, err);
   agree(comm, sig, err);
@@ -281,7 +281,7 @@ void execute_gather(Comm& comm, const GatherPlan& plan, const GatherArgs& a) {
 
 /// A whole gather: prepare, agree, execute. Collective.
 template <class M, class Comm>
-void run_gather(Comm comm, Signature sig, std::string err, const GatherArgs& a) {
+void run_gather(Comm comm, Signature& sig, std::string err, const GatherArgs& a) {
   Busy busy(comm, op_name(sig.op));
   const GatherPlan plan = prepare_gather<M>(comm, a, sig, err);
   agree(comm, sig, err);
