@@ -178,15 +178,51 @@ TEST_CASE("mid-size tensors: one agreement, each tensor its own datatypes or pai
     if (n > 1) CHECK(c.exchange == 3);
     if (n > 1) CHECK(c.all_to_all == 0);
   }
-  SUBCASE("a wire packs even so: one all-to-all") {
+  SUBCASE("a wire packs even so: one exchange of the packed chunks") {
     T3<float, dsp::Sharded<0>, C> w{comm, g};
     fill(w);
     comm.reset();
     auto [q2, w2] = dsp::dynamic_switch<1>(dsp::batch(q, w), dsp::Wire::bf16);
     const auto c = comm.counts();
     CHECK(c.control <= 1);
-    if (n > 1) CHECK(c.exchange == 0);
-    if (n > 1) CHECK(c.all_to_all == 1);
+    // Two float tensors, each its wire sections (padding included).
+    CHECK(c.bytes_sent == 2 * dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 4, un, std::size_t(comm.rank()),
+                                                                                     dsp::Wire::bf16)
+                                  .bytes);
+    if (n > 1) CHECK(c.collectives() == 1);
+  }
+}
+
+TEST_CASE("small tensors of one element type: packed chunks, one message per tensor, unless a collective is set") {
+  using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  C comm{world()};
+  const int n = comm.size();
+  std::mt19937 rng(79);
+  for (int c = 0; c < 8; ++c) {
+    const auto g = random_extents<3>(rng);  // uneven and empty blocks among them
+    T3<float, dsp::Sharded<0>, C> q{comm, g}, k{comm, g}, v{comm, g};
+    fill(q), fill(k), fill(v);
+    const auto model =
+        dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<2>>(g, 12, std::size_t(n), std::size_t(comm.rank()));
+    for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoallv}) {
+      CAPTURE(int(setting));
+      // Automatic: only where each tensor's own switch would copy (else each moves on its own).
+      const dsp::detail::PackedItem items[3] = {{nullptr, nullptr, 4}, {nullptr, nullptr, 4}, {nullptr, nullptr, 4}};
+      const bool packed = !dsp::detail::packed_separately(dsp::detail::PackedArgs{items, g, 0, 2, dsp::Wire::exact}, n,
+                                                          dsp::detail::capabilities_of<C>(), setting);
+      AlgorithmScope scope(setting);
+      comm.reset();
+      auto [q2, k2, v2] = dsp::dynamic_switch<2>(dsp::batch(q, k, v));
+      CHECK(count_wrong(q2) + count_wrong(k2) + count_wrong(v2) == 0);
+      const auto counts = comm.counts();
+      CHECK(counts.control <= 1);
+      CHECK(counts.bytes_sent == model.bytes);
+      if (n > 1 && packed && dsp::detail::product(g) > 0) {
+        CHECK(counts.collectives() == 1);
+        CHECK(counts.exchange == (setting == dsp::SwitchAlgorithm::automatic ? 1u : 0u));
+        CHECK(counts.all_to_all == (setting == dsp::SwitchAlgorithm::automatic ? 0u : 1u));
+      }
+    }
   }
 }
 

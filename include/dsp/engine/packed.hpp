@@ -15,6 +15,13 @@
 // copies per byte: then the batch keeps its one agreement check but moves
 // each tensor with its own plan, the point-to-point ones all posted before
 // the others run and before any is waited for.
+//
+// Packed chunks of tensors whose sections are all the same size go by the
+// backend's point-to-point exchange where it has one, one message per
+// section, instead of one all-to-all-v message per peer: each message is
+// then as small as one tensor's, which keeps small batches under the
+// transport's eager limit (4 KiB for Open MPI's shared memory) where one
+// message of the whole chunk would need a rendezvous round trip.
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
@@ -65,7 +72,25 @@ struct PackedPlan {
   std::size_t bound = 0;                               // >= every byte count and displacement on every rank
   std::vector<std::shared_ptr<const SwitchPlan>> own;  // non-empty: each tensor its own (copy-free) plan
   bool separate() const { return !own.empty(); }
+  // Non-empty (when sectioned): the chunks as byte runs for the backend's
+  // point-to-point exchange, each cut into messages of one section.
+  std::vector<PeerRuns> section_sends, section_recvs;
+  bool sectioned = false;
 };
+
+/// Whether a packed batch's chunks go as one message per section (see the
+/// top of this file): under the automatic and pairwise settings (the others
+/// name a collective, which the batch then uses). Decided from values every
+/// rank shares (the element sizes, the backend's capabilities, the
+/// setting), so that all ranks take the same exchange; the sections must be
+/// one size, for a message to be one tensor's on both sides of every pair.
+inline bool packed_sectioned(const PackedArgs& a, int size, Capabilities caps, SwitchAlgorithm setting) {
+  if (setting != SwitchAlgorithm::automatic && setting != SwitchAlgorithm::pairwise) return false;
+  if (!caps.peer || a.items.size() < 2 || a.i == a.j || size < 2) return false;
+  for (const PackedItem& t : a.items)
+    if (t.eb != a.items.front().eb) return false;  // a wire needs float, so one size there too
+  return true;
+}
 
 /// The section offsets of peer q's chunk: tensor t's section starts at
 /// displ + sum of the earlier tensors' sections.
@@ -90,7 +115,7 @@ inline bool packed_separately(const PackedArgs& a, int size, Capabilities caps, 
 /// every tensor the same way.
 inline Path packed_path(const PackedArgs& a, const PackedPlan& p) {
   if (a.i == a.j) return Path::identity;
-  if (!p.separate()) return Path::alltoallv;
+  if (!p.separate()) return p.sectioned ? Path::sections : Path::alltoallv;
   for (const auto& o : p.own)
     if (o->index() != p.own.front()->index()) return Path::per_tensor;
   return std::holds_alternative<PeerPlan>(*p.own.front()) ? Path::pairwise : Path::datatypes;
@@ -133,6 +158,16 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
   out0[a.j] = Partition{a.global[a.j], n}.count(0);
   const std::size_t most = std::max(product(in0), product(out0));
   for (const PackedItem& t : a.items) plan.bound += section_bytes(a.wire, most, t.eb) + 8 * n;
+  plan.sectioned = packed_sectioned(a, size, caps, setting);
+  if (plan.sectioned)
+    for (std::size_t q = 0; q < n; ++q) {
+      const std::size_t k = a.items.size();
+      if (q == std::size_t(rank)) continue;
+      if (plan.sc[q])
+        plan.section_sends.push_back({int(q), contiguous(plan.sd[q], plan.sc[q]), plan.sc[q] / k, plan.sc[q]});
+      if (plan.rc[q])
+        plan.section_recvs.push_back({int(q), contiguous(plan.rd[q], plan.rc[q]), plan.rc[q] / k, plan.rc[q]});
+    }
   return plan;
 }
 
@@ -272,7 +307,10 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
     }
   }
   fence_before_transfer<Comm>(exec);
-  comm.all_to_all_v(sbuf, plan.sc, plan.sd, rbuf, plan.rc, plan.rd, 1, plan.bound);
+  bool sent = false;
+  if constexpr (PeerExchange<Comm>)
+    if (plan.sectioned) comm.exchange_runs(sbuf, plan.section_sends, rbuf, plan.section_recvs, 1, [] {}), sent = true;
+  if (!sent) comm.all_to_all_v(sbuf, plan.sc, plan.sd, rbuf, plan.rc, plan.rd, 1, plan.bound);
   if (wire) {
     for (const PeerRuns& r : plan.peer.recvs) {
       std::size_t at = plan.rd[std::size_t(r.peer)];
