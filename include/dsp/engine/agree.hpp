@@ -187,21 +187,45 @@ struct Signature {
 template <class T>
 void set_type(Signature& s) {
   constexpr std::string_view n = type_name<T>();
-  s.type_hash = fnv1a(n) ^ sizeof(T);
+  constexpr std::uint64_t h = fnv1a(n) ^ sizeof(T);
+  s.type_hash = h;
   s.elem_bytes = sizeof(T);
   std::memcpy(s.type, n.data(), n.size() < sizeof s.type - 1 ? n.size() : sizeof s.type - 1);
 }
 
-/// The element types of a batch, in order: their names joined by commas,
-/// one hash over all, elem_bytes the sum (the bytes of one element of each).
+/// The element types of a batch, in order: their names joined by commas
+/// (cut to fit the signature), one hash over all. Computed at compile time.
+template <class... T>
+struct BatchTypes {
+  struct Text {
+    char names[sizeof Signature::type] = {};
+    std::uint64_t hash = 0;
+  };
+  static constexpr Text value = [] {
+    Text t;
+    std::size_t len = 0;
+    std::uint64_t h = fnv1a("batch");
+    auto put = [&](char c) {
+      if (len < sizeof t.names - 1) t.names[len++] = c;
+    };
+    auto add = [&](std::string_view n, std::size_t size) {
+      if (len) put(',');
+      for (char c : n) put(c);
+      h = fnv1a(n, h) ^ size;
+    };
+    (add(type_name<T>(), sizeof(T)), ...);
+    t.hash = h;
+    return t;
+  }();
+};
+
+/// The element types of a batch: BatchTypes' names and hash, elem_bytes the
+/// sum (the bytes of one element of each).
 template <class... T>
 void set_types(Signature& s) {
-  std::string names;
-  std::uint64_t h = fnv1a("batch");
-  ((names += (names.empty() ? "" : ","), names += type_name<T>(), h = fnv1a(type_name<T>(), h) ^ sizeof(T)), ...);
-  s.type_hash = h;
+  s.type_hash = BatchTypes<T...>::value.hash;
   s.elem_bytes = (sizeof(T) + ... + 0);
-  std::memcpy(s.type, names.data(), names.size() < sizeof s.type - 1 ? names.size() : sizeof s.type - 1);
+  std::memcpy(s.type, BatchTypes<T...>::value.names, sizeof s.type);
 }
 
 inline void set_extents(Signature& s, std::span<const std::size_t> e) {

@@ -76,6 +76,13 @@ struct PackedPlan {
   // point-to-point exchange, each cut into messages of one section.
   std::vector<PeerRuns> section_sends, section_recvs;
   bool sectioned = false;
+  // Exact wire: per tensor, the copy tasks between it and its sections of
+  // every chunk (section_tasks), and the unit they are in.
+  struct Sections {
+    std::vector<CopyTask> pack, unpack;
+    std::size_t pack_unit = 1, unpack_unit = 1;
+  };
+  std::vector<Sections> sections;
 };
 
 /// Whether a packed batch's chunks go as one message per section (see the
@@ -121,6 +128,45 @@ inline Path packed_path(const PackedArgs& a, const PackedPlan& p) {
   return std::holds_alternative<PeerPlan>(*p.own.front()) ? Path::pairwise : Path::datatypes;
 }
 
+/// The widest power-of-two unit dividing both `unit` (a power of two, or an
+/// element size) and a section's byte offset: an exact section is copied in
+/// that unit, so a section need not start at a multiple of its element size
+/// (tensors of several element types).
+inline std::size_t section_unit(std::size_t unit, std::size_t byte_offset) {
+  std::size_t u = unit & (~unit + 1);  // the largest power of two dividing unit
+  while (byte_offset % u) u /= 2;
+  return u;
+}
+inline Runs scale_runs(const Runs& r, std::size_t f) { return Runs{r.base * f, r.stride * f, r.len * f}; }
+
+/// The copy tasks between tensor k's element runs and its exact section of
+/// every chunk in `chunks` (the chunk for peer q starts at byte displs[q]):
+/// `pack` from the tensor into the buffer, else back. Returns the unit they
+/// are in, the widest dividing the element size and every section's offset,
+/// so that one copy_runs call (one kernel launch on a device, one task
+/// table) moves the tensor's sections for all peers.
+inline std::size_t section_tasks(std::span<const PeerRuns> chunks, std::span<const std::size_t> displs,
+                                 std::span<const PackedItem> items, std::size_t k, Wire w, bool pack,
+                                 std::vector<CopyTask>& tasks) {
+  auto offset = [&](const PeerRuns& c) {
+    std::size_t at = displs[std::size_t(c.peer)];
+    for (std::size_t t = 0; t < k; ++t) at += section_bytes(w, c.elems, items[t].eb);
+    return at;
+  };
+  const std::size_t eb = items[k].eb;
+  std::size_t u = section_unit(eb, 0);
+  for (const PeerRuns& c : chunks)
+    if (c.elems) u = section_unit(u, offset(c));
+  const std::size_t f = eb / u;
+  tasks.clear();
+  for (const PeerRuns& c : chunks) {
+    if (!c.elems) continue;
+    const Runs section = contiguous(offset(c) / u, c.elems * f), tensor = scale_runs(c.runs, f);
+    tasks.push_back(pack ? CopyTask{section, tensor, c.elems * f} : CopyTask{tensor, section, c.elems * f});
+  }
+  return u;
+}
+
 inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilities caps, SwitchAlgorithm setting) {
   const std::size_t n = static_cast<std::size_t>(size);
   PackedPlan plan;
@@ -158,6 +204,12 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
   out0[a.j] = Partition{a.global[a.j], n}.count(0);
   const std::size_t most = std::max(product(in0), product(out0));
   for (const PackedItem& t : a.items) plan.bound += section_bytes(a.wire, most, t.eb) + 8 * n;
+  if (a.wire == Wire::exact)
+    for (std::size_t k = 0; k < a.items.size(); ++k) {
+      PackedPlan::Sections& t = plan.sections.emplace_back();
+      t.pack_unit = section_tasks(plan.peer.sends, plan.sd, a.items, k, a.wire, true, t.pack);
+      t.unpack_unit = section_tasks(plan.peer.recvs, plan.rd, a.items, k, a.wire, false, t.unpack);
+    }
   plan.sectioned = packed_sectioned(a, size, caps, setting);
   if (plan.sectioned)
     for (std::size_t q = 0; q < n; ++q) {
@@ -201,45 +253,6 @@ inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a,
   }
   last_key = key;
   return last_plan = it->second;
-}
-
-/// The widest power-of-two unit dividing both `unit` (a power of two, or an
-/// element size) and a section's byte offset: an exact section is copied in
-/// that unit, so a section need not start at a multiple of its element size
-/// (tensors of several element types).
-inline std::size_t section_unit(std::size_t unit, std::size_t byte_offset) {
-  std::size_t u = unit & (~unit + 1);  // the largest power of two dividing unit
-  while (byte_offset % u) u /= 2;
-  return u;
-}
-inline Runs scale_runs(const Runs& r, std::size_t f) { return Runs{r.base * f, r.stride * f, r.len * f}; }
-
-/// The copy tasks between tensor k's element runs and its exact section of
-/// every chunk in `chunks` (the chunk for peer q starts at byte displs[q]):
-/// `pack` from the tensor into the buffer, else back. Returns the unit they
-/// are in, the widest dividing the element size and every section's offset,
-/// so that one copy_runs call (one kernel launch on a device, one task
-/// table) moves the tensor's sections for all peers.
-inline std::size_t section_tasks(std::span<const PeerRuns> chunks, std::span<const std::size_t> displs,
-                                 std::span<const PackedItem> items, std::size_t k, Wire w, bool pack,
-                                 std::vector<CopyTask>& tasks) {
-  auto offset = [&](const PeerRuns& c) {
-    std::size_t at = displs[std::size_t(c.peer)];
-    for (std::size_t t = 0; t < k; ++t) at += section_bytes(w, c.elems, items[t].eb);
-    return at;
-  };
-  const std::size_t eb = items[k].eb;
-  std::size_t u = section_unit(eb, 0);
-  for (const PeerRuns& c : chunks)
-    if (c.elems) u = section_unit(u, offset(c));
-  const std::size_t f = eb / u;
-  tasks.clear();
-  for (const PeerRuns& c : chunks) {
-    if (!c.elems) continue;
-    const Runs section = contiguous(offset(c) / u, c.elems * f), tensor = scale_runs(c.runs, f);
-    tasks.push_back(pack ? CopyTask{section, tensor, c.elems * f} : CopyTask{tensor, section, c.elems * f});
-  }
-  return u;
 }
 
 /// Execute phase of a batch whose tensors move with their own plans: the
@@ -291,7 +304,6 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
   const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
   unsigned char* sbuf = ws ? ws->send() : nullptr;
   unsigned char* rbuf = ws ? ws->recv() : nullptr;
-  thread_local std::vector<CopyTask> tasks;
   if (wire) {
     for (const PeerRuns& s : plan.peer.sends) {
       std::size_t at = plan.sd[std::size_t(s.peer)];
@@ -301,10 +313,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
       }
     }
   } else {
-    for (std::size_t k = 0; k < a.items.size(); ++k) {
-      const std::size_t u = section_tasks(plan.peer.sends, plan.sd, a.items, k, a.wire, true, tasks);
-      copy_runs(exec, sbuf, a.items[k].in, u, tasks);
-    }
+    for (std::size_t k = 0; k < a.items.size(); ++k)
+      copy_runs(exec, sbuf, a.items[k].in, plan.sections[k].pack_unit, plan.sections[k].pack);
   }
   fence_before_transfer<Comm>(exec);
   bool sent = false;
@@ -320,10 +330,8 @@ void execute_packed(Comm& comm, const PackedPlan& plan, const PackedArgs& a) {
       }
     }
   } else {
-    for (std::size_t k = 0; k < a.items.size(); ++k) {
-      const std::size_t u = section_tasks(plan.peer.recvs, plan.rd, a.items, k, a.wire, false, tasks);
-      copy_runs(exec, a.items[k].out, rbuf, u, tasks);
-    }
+    for (std::size_t k = 0; k < a.items.size(); ++k)
+      copy_runs(exec, a.items[k].out, rbuf, plan.sections[k].unpack_unit, plan.sections[k].unpack);
   }
   fence_after<Comm>(exec);
 }
