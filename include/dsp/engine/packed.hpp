@@ -237,22 +237,7 @@ inline std::shared_ptr<const PackedPlan> cached_packed_plan(const PackedArgs& a,
   k[0] = a.i, k[1] = a.j, k[2] = std::size_t(rank), k[3] = std::size_t(size), k[4] = std::size_t(a.wire);
   k[5] = std::size_t(caps.peer) | std::size_t(caps.typed) << 1, k[6] = std::size_t(setting), k[7] = a.items.size();
   for (std::size_t t = 0; t < a.items.size(); ++t) k[8 + t] = a.items[t].eb;
-  struct Cache {
-    std::mutex mutex;
-    std::map<Key, std::shared_ptr<const PackedPlan>> plans;
-  };
-  static Cache cache;
-  thread_local Key last_key{};
-  thread_local std::shared_ptr<const PackedPlan> last_plan;
-  if (last_plan && key == last_key) return last_plan;
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  auto it = cache.plans.find(key);
-  if (it == cache.plans.end()) {
-    if (cache.plans.size() >= 256) cache.plans.clear();
-    it = cache.plans.emplace(key, make()).first;
-  }
-  last_key = key;
-  return last_plan = it->second;
+  return cached_plan<PackedPlan>(key, make);
 }
 
 /// Execute phase of a batch whose tensors move with their own plans: the

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <dsp/partition.hpp>
+#include <dsp/plan/cache.hpp>
 #include <dsp/plan/runs.hpp>
 #include <dsp/settings.hpp>
 
@@ -13,9 +14,7 @@
 #include <array>
 #include <climits>
 #include <cstddef>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <variant>
 #include <vector>
@@ -241,9 +240,7 @@ inline SwitchPlan plan_switch(SwitchAlgorithm a, std::span<const std::size_t> gl
 }
 
 /// The switch plans in use, by (extents, dims, rank, size, element size,
-/// capabilities, setting): a steady loop plans once. Plans are immutable and
-/// shared, so clearing the cache never invalidates one in use. Pure values
-/// only in the key: no communicator address that a new one could reuse.
+/// capabilities, setting); see cached_plan.
 inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std::size_t> global, std::size_t i,
                                                             std::size_t j, int rank, int size, std::size_t elem_bytes,
                                                             Capabilities caps, SwitchAlgorithm setting) {
@@ -266,29 +263,7 @@ inline std::shared_ptr<const SwitchPlan> cached_switch_plan(std::span<const std:
   k[4] = elem_bytes;
   k[5] = std::size_t(caps.peer) | std::size_t(caps.typed) << 1;
   k[6] = static_cast<std::size_t>(setting);
-  struct Cache {
-    std::mutex mutex;
-    std::map<Key, std::shared_ptr<const SwitchPlan>> plans;
-  };
-  static Cache cache;
-  // The last plan this thread used: a steady loop finds it without a lock.
-  thread_local Key last_key{};
-  thread_local std::shared_ptr<const SwitchPlan> last_plan;
-  if (last_plan && key == last_key) return last_plan;
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.plans.find(key);
-    if (it != cache.plans.end()) {
-      last_key = key;
-      return last_plan = it->second;
-    }
-  }
-  auto plan = make();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  if (cache.plans.size() >= 256) cache.plans.clear();  // bound memory for programs of many shapes
-  cache.plans.emplace(key, plan);
-  last_key = key;
-  return last_plan = plan;
+  return cached_plan<SwitchPlan>(key, make);
 }
 
 }  // namespace dsp::detail
