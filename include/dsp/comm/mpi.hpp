@@ -168,14 +168,24 @@ struct MpiState {
       default: break;
     }
     std::lock_guard<std::mutex> lock(types_mutex);
-    auto it = types.find(elem_bytes);
-    if (it != types.end()) return it->second;
-    MPI_Datatype t;
-    if (elem_bytes > static_cast<std::size_t>(INT_MAX))
-      throw InvalidArgument("dsp::MpiCommunicator: element size beyond INT_MAX bytes");
-    DSP_CHECK_MPI(MPI_Type_contiguous(static_cast<int>(elem_bytes), MPI_BYTE, &t));
+    return committed(types, elem_bytes, [&] {
+      if (elem_bytes > static_cast<std::size_t>(INT_MAX))
+        throw InvalidArgument("dsp::MpiCommunicator: element size beyond INT_MAX bytes");
+      MPI_Datatype t;
+      DSP_CHECK_MPI(MPI_Type_contiguous(static_cast<int>(elem_bytes), MPI_BYTE, &t));
+      return t;
+    });
+  }
+
+  // The datatype of `key` in `cache`: made by `make()` and committed the first
+  // time, freed by release().
+  template <class Map, class Make>
+  static MPI_Datatype committed(Map& cache, const typename Map::key_type& key, Make&& make) {
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    MPI_Datatype t = make();
     DSP_CHECK_MPI(MPI_Type_commit(&t));
-    types.emplace(elem_bytes, t);
+    cache.emplace(key, t);
     return t;
   }
 };
@@ -183,14 +193,12 @@ struct MpiState {
 /// The runs of a PeerRuns as one MPI datatype (cached per shape).
 inline MPI_Datatype strided_type(MpiState& st, const PeerRuns& pr, std::size_t elem) {
   const std::array<std::size_t, 3> key{pr.elems / pr.runs.len, pr.runs.len * elem, pr.runs.stride * elem};
-  auto it = st.strided.find(key);
-  if (it != st.strided.end()) return it->second;
-  MPI_Datatype t;
-  DSP_CHECK_MPI(MPI_Type_create_hvector(static_cast<int>(key[0]), static_cast<int>(key[1]),
-                                        static_cast<MPI_Aint>(key[2]), MPI_BYTE, &t));
-  DSP_CHECK_MPI(MPI_Type_commit(&t));
-  st.strided.emplace(key, t);
-  return t;
+  return MpiState::committed(st.strided, key, [&] {
+    MPI_Datatype t;
+    DSP_CHECK_MPI(MPI_Type_create_hvector(static_cast<int>(key[0]), static_cast<int>(key[1]),
+                                          static_cast<MPI_Aint>(key[2]), MPI_BYTE, &t));
+    return t;
+  });
 }
 
 inline MPI_Datatype mpi_reduce_type(ReduceType t) {
