@@ -193,7 +193,7 @@ TEST_CASE("mid-size tensors: one agreement, each tensor its own datatypes or pai
   }
 }
 
-TEST_CASE("small tensors of one element type: packed chunks, one message per tensor, unless a collective is set") {
+TEST_CASE("small tensors of one element type: packed chunks point-to-point, unless a collective is set") {
   using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
   C comm{world()};
   const int n = comm.size();
@@ -224,6 +224,69 @@ TEST_CASE("small tensors of one element type: packed chunks, one message per ten
       }
     }
   }
+}
+
+TEST_CASE("a packed chunk goes as the fewest equal messages under the eager limit, never more than sections") {
+  using dsp::detail::kEagerMessageBytes;
+  using dsp::detail::packed_message_bytes;
+  CHECK(packed_message_bytes(6144, 3) == 3072);    // three 2 KiB sections: two eager messages, not three
+  CHECK(packed_message_bytes(3000, 3) == 3000);    // the whole chunk is eager
+  CHECK(packed_message_bytes(98304, 3) == 32768);  // large sections: one message each
+  CHECK(packed_message_bytes(8500, 5) == 2125);    // three messages would not divide it evenly: four
+  std::mt19937 rng(83);
+  for (int c = 0; c < 2000; ++c) {
+    const std::size_t sections = 2 + rng() % 7, section = 1 + rng() % 9000, chunk = sections * section;
+    const std::size_t m = packed_message_bytes(chunk, sections);
+    CAPTURE(chunk);
+    CAPTURE(sections);
+    CHECK(chunk % m == 0);
+    CHECK(chunk / m <= sections);
+    CHECK((m <= kEagerMessageBytes || m == section));
+    for (std::size_t k = 1; k < chunk / m; ++k)  // no fewer messages would be even and eager
+      CHECK((chunk > k * kEagerMessageBytes || chunk % k != 0));
+  }
+}
+
+TEST_CASE("batches whose chunks are cut into fewer messages than sections: every tensor's data in place") {
+  // Four float tensors with chunks of a few KiB per peer, cut into fewer
+  // messages than sections. Each tensor holds its own values, so a section
+  // delivered into the wrong tensor is seen.
+  const int n = world().size();
+  const std::size_t un = std::size_t(n);
+  bool spans = false;
+  for (const std::array<std::size_t, 3> g :
+       {std::array<std::size_t, 3>{un, 5 * un, 65}, {un + 1, 5 * un + 2, 65}, {2 * un, 7 * un, 97}}) {
+    CAPTURE(g[0]);
+    CAPTURE(g[1]);
+    CAPTURE(g[2]);
+    std::array<T3<float, dsp::Sharded<0>>, 4> in{
+        T3<float, dsp::Sharded<0>>{world(), g}, {world(), g}, {world(), g}, {world(), g}};
+    auto value = [&](std::size_t t, const std::array<std::size_t, 3>& at) {
+      return float(linear(at, g) % 100000) + 100000.0f * float(t + 1);
+    };
+    for (std::size_t t = 0; t < 4; ++t) {
+      float* p = in[t].local().data();
+      for_each_local(in[t], [&](auto&, auto& at, std::size_t k) { p[k] = value(t, at); });
+    }
+    auto [a, b, c, d] = dsp::dynamic_switch<1>(dsp::batch(in[0], in[1], in[2], in[3]));
+    const T3<float, dsp::Sharded<1>>* out[4] = {&a, &b, &c, &d};
+    std::size_t wrong = 0;
+    for (std::size_t t = 0; t < 4; ++t) {
+      const float* p = out[t]->local().data();
+      for_each_local(*out[t], [&](auto&, auto& at, std::size_t k) { wrong += p[k] != value(t, at); });
+    }
+    CHECK(wrong == 0);
+    // Where the batch packs (small even shapes; the others move each tensor on
+    // its own plan), note whether a chunk was cut into messages that are
+    // neither sections nor the whole chunk.
+    const dsp::detail::PackedItem items[4] = {
+        {nullptr, nullptr, 4}, {nullptr, nullptr, 4}, {nullptr, nullptr, 4}, {nullptr, nullptr, 4}};
+    const auto plan =
+        dsp::detail::plan_packed(dsp::detail::PackedArgs{items, g, 0, 1, dsp::Wire::exact}, world().rank(), n,
+                                 dsp::detail::capabilities_of<dsp::MpiCommunicator>(), dsp::SwitchAlgorithm::automatic);
+    for (const auto& m : plan.section_sends) spans = spans || (m.piece != m.elems / 4 && m.piece != m.elems);
+  }
+  if (n > 1) CHECK(spans);  // [n, 5n, 65]: chunks of 4 x 1,300 bytes go as two messages of 2,600
 }
 
 TEST_CASE("batch errors reach every rank; the inputs are unchanged") {

@@ -107,7 +107,7 @@ enum class Path : std::uint32_t {
   broadcast,
   scatter,
   per_tensor,  // a batch: each tensor its own pairwise or datatypes exchange
-  sections,    // a batch: packed chunks, each tensor's section one message
+  sections,    // a batch: packed chunks as point-to-point messages (packed_message_bytes)
 };
 
 inline const char* path_name(std::uint32_t p) {
@@ -123,7 +123,7 @@ inline const char* path_name(std::uint32_t p) {
     case Path::broadcast: return "broadcast";
     case Path::scatter: return "scatter";
     case Path::per_tensor: return "per-tensor pairwise and datatypes";
-    case Path::sections: return "packed point-to-point, one message per tensor";
+    case Path::sections: return "packed point-to-point messages";
   }
   return "unknown";
 }

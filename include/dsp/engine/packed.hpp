@@ -17,11 +17,13 @@
 // the others run and before any is waited for.
 //
 // Packed chunks of tensors whose sections are all the same size go by the
-// backend's point-to-point exchange where it has one, one message per
-// section, instead of one all-to-all-v message per peer: each message is
-// then as small as one tensor's, which keeps small batches under the
-// transport's eager limit (4 KiB for Open MPI's shared memory) where one
-// message of the whole chunk would need a rendezvous round trip.
+// backend's point-to-point exchange where it has one, instead of one
+// all-to-all-v message per peer: a chunk goes as the fewest equal messages
+// that each stay under the transport's eager limit (4 KiB for Open MPI's
+// shared memory), but never more messages than sections. A small batch then
+// avoids the rendezvous round trip one message of its whole chunk would need,
+// and takes no more messages than it must (each costs a match and a
+// completion); chunks of large sections go as one message per section.
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
@@ -73,7 +75,7 @@ struct PackedPlan {
   std::vector<std::shared_ptr<const SwitchPlan>> own;  // non-empty: each tensor its own (copy-free) plan
   bool separate() const { return !own.empty(); }
   // Non-empty (when sectioned): the chunks as byte runs for the backend's
-  // point-to-point exchange, each cut into messages of one section.
+  // point-to-point exchange, each cut into messages (packed_message_bytes).
   std::vector<PeerRuns> section_sends, section_recvs;
   bool sectioned = false;
   // Exact wire: per tensor, the copy tasks between it and its sections of
@@ -85,7 +87,7 @@ struct PackedPlan {
   std::vector<Sections> sections;
 };
 
-/// Whether a packed batch's chunks go as one message per section (see the
+/// Whether a packed batch's chunks go point-to-point (see the
 /// top of this file): under the automatic and pairwise settings (the others
 /// name a collective, which the batch then uses). Decided from values every
 /// rank shares (the element sizes, the backend's capabilities, the
@@ -97,6 +99,21 @@ inline bool packed_sectioned(const PackedArgs& a, int size, Capabilities caps, S
   for (const PackedItem& t : a.items)
     if (t.eb != a.items.front().eb) return false;  // a wire needs float, so one size there too
   return true;
+}
+
+/// Messages of at most this many bytes go eagerly over Open MPI's shared
+/// memory (its 4 KiB limit counts a header of a few dozen bytes).
+inline constexpr std::size_t kEagerMessageBytes = 4096 - 128;
+
+/// The size of the messages a chunk of `sections` equal sections is cut into:
+/// the fewest messages of at most kEagerMessageBytes that divide the chunk
+/// evenly, or else one message per section. Both sides of a pair compute it
+/// from the same chunk size, so they cut it the same way.
+inline std::size_t packed_message_bytes(std::size_t chunk, std::size_t sections) {
+  for (std::size_t m = std::max<std::size_t>(1, (chunk + kEagerMessageBytes - 1) / kEagerMessageBytes); m < sections;
+       ++m)
+    if (chunk % m == 0) return chunk / m;
+  return chunk / sections;
 }
 
 /// The section offsets of peer q's chunk: tensor t's section starts at
@@ -216,9 +233,11 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
       const std::size_t k = a.items.size();
       if (q == std::size_t(rank)) continue;
       if (plan.sc[q])
-        plan.section_sends.push_back({int(q), contiguous(plan.sd[q], plan.sc[q]), plan.sc[q] / k, plan.sc[q]});
+        plan.section_sends.push_back(
+            {int(q), contiguous(plan.sd[q], plan.sc[q]), packed_message_bytes(plan.sc[q], k), plan.sc[q]});
       if (plan.rc[q])
-        plan.section_recvs.push_back({int(q), contiguous(plan.rd[q], plan.rc[q]), plan.rc[q] / k, plan.rc[q]});
+        plan.section_recvs.push_back(
+            {int(q), contiguous(plan.rd[q], plan.rc[q]), packed_message_bytes(plan.rc[q], k), plan.rc[q]});
     }
   return plan;
 }
