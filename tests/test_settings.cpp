@@ -7,8 +7,10 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 using namespace dsp_test;
 
@@ -112,4 +114,33 @@ TEST_CASE("a rank that never arrives: with a deadline the others raise TimeoutEr
   fill(y);
   CHECK(count_wrong(dsp::dynamic_switch<1>(y)) == 0);
   dsp::set_collective_deadline(std::chrono::milliseconds(0));
+}
+
+TEST_CASE("a rank that arrived in time but outlived another's deadline raises instead of hanging") {
+  // Regression (two hangs, needing 3 ranks): rank 0 gives up at 1 s, before
+  // the last rank comes at 1.3 s; the ranks between, there at 0.6 s, then get
+  // every rank's bytes within their own deadline. They went on alone: into
+  // the data exchange when the calls matched, into a second, untimed
+  // exchange of the whole signatures when they did not.
+  const int n = world().size(), r = world().rank();
+  if (n < 3 || !dsp::agreement_checks()) return;
+  for (const bool same_call : {true, false}) {
+    CAPTURE(same_call);
+    dsp::MpiCommunicator c{MPI_COMM_WORLD};  // given up below
+    const std::size_t rows = same_call || r != 1 ? 6 : 9;
+    dsp::DistTensor<float, 2, dsp::Sharded<0>, dsp::MpiCommunicator> x{c, {rows, 5}};
+    dsp::set_collective_deadline(std::chrono::milliseconds(1000));
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(r == n - 1 ? 1300 : 600));
+    const std::string e = error_of([&] { dsp::dynamic_switch<1>(x); });
+    INFO(e);
+    if (r == 0)
+      CHECK(e.find("rank(s) " + std::to_string(n - 1) + " of " + std::to_string(n) + " did not reach") !=
+            std::string::npos);
+    else if (r == n - 1) CHECK(e.find("rank(s) 0 gave up waiting for rank " + std::to_string(r)) != std::string::npos);
+    else CHECK(e.find("rank(s) 0 gave up waiting for other ranks at this collective") != std::string::npos);
+    CHECK(error_of([&] { dsp::gather(x); }).find("timed out in an earlier collective") != std::string::npos);
+    dsp::set_collective_deadline(std::chrono::milliseconds(0));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }

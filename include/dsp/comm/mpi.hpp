@@ -515,9 +515,10 @@ class BasicMpiCommunicator {
   /// The agreement check's all-gather, giving up at `deadline`: returns the
   /// ranks whose bytes had not arrived by then (empty: all arrived). Point to
   /// point on tags of dsp's own, so that a rank that gives up can leave: its
-  /// unmatched receives are cancelled, the missing ranks are sent an abort
-  /// notice (a late rank that finds one raises TimeoutError instead of going
-  /// on alone), and the communicator is marked unusable.
+  /// unmatched receives are cancelled, every other rank is sent an abort
+  /// notice (a rank that finds one once its bytes are in raises TimeoutError
+  /// instead of going on without the rank that left), and the communicator
+  /// is marked unusable.
   std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes, Deadline deadline) {
     check_live();
     const int n = size(), me = rank();
@@ -550,9 +551,17 @@ class BasicMpiCommunicator {
           missing.push_back(q);
           MPI_Cancel(&rq);
           MPI_Wait(&rq, MPI_STATUS_IGNORE);
-          static const int notice = 1;
+        }
+        // Every other rank gets a notice, not only the missing ones: a rank
+        // that did arrive may still see all the bytes once the late ones
+        // come, and must not go on to the data exchange without this one.
+        static const int kMissing = 1, kArrived = 2;
+        for (int q = 0; q < n; ++q) {
+          if (q == me) continue;
+          const bool was_missing = std::find(missing.begin(), missing.end(), q) != missing.end();
           MPI_Request nq = MPI_REQUEST_NULL;
-          if (MPI_Isend(&notice, 1, MPI_INT, q, kAbortTag, c, &nq) == MPI_SUCCESS) MPI_Request_free(&nq);
+          if (MPI_Isend(was_missing ? &kMissing : &kArrived, 1, MPI_INT, q, kAbortTag, c, &nq) == MPI_SUCCESS)
+            MPI_Request_free(&nq);
         }
         for (MPI_Request& sq : sends)
           if (sq != MPI_REQUEST_NULL) MPI_Request_free(&sq);
@@ -563,7 +572,7 @@ class BasicMpiCommunicator {
     }
     // Did ranks give up on this one before it came? Their notices were sent
     // when they gave up, long before this rank got here.
-    std::string gave_up;
+    std::string for_me, for_others;
     for (;;) {
       int flag = 0;
       MPI_Status st;
@@ -571,15 +580,20 @@ class BasicMpiCommunicator {
       if (!flag) break;
       int v = 0;
       DSP_CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, kAbortTag, c, MPI_STATUS_IGNORE));
-      gave_up += (gave_up.empty() ? "" : ", ") + std::to_string(st.MPI_SOURCE);
+      std::string& list = v == 1 ? for_me : for_others;
+      list += (list.empty() ? "" : ", ") + std::to_string(st.MPI_SOURCE);
     }
-    if (!gave_up.empty()) {
+    if (!for_me.empty() || !for_others.empty()) {
       for (MPI_Request& sq : sends)  // the ranks that gave up will never receive these
         if (sq != MPI_REQUEST_NULL) MPI_Request_free(&sq);
       state_->resources.poison();
-      throw TimeoutError("dsp: rank(s) " + gave_up + " gave up waiting for rank " + std::to_string(me) +
-                         " at an earlier collective (dsp::set_collective_deadline); this communicator cannot be "
-                         "used any more");
+      std::string what = "dsp: ";
+      if (!for_me.empty())
+        what += "rank(s) " + for_me + " gave up waiting for rank " + std::to_string(me) + " at an earlier collective";
+      if (!for_others.empty())
+        what += std::string(for_me.empty() ? "" : "; ") + "rank(s) " + for_others +
+                " gave up waiting for other ranks at this collective";
+      throw TimeoutError(what + " (dsp::set_collective_deadline); this communicator cannot be used any more");
     }
     DSP_CHECK_MPI(MPI_Waitall(n, sends.data(), MPI_STATUSES_IGNORE));
     return {};

@@ -501,13 +501,14 @@ void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
   thread_local std::vector<Digest> all;
   all.assign(static_cast<std::size_t>(n), Digest{});
   const char* op = op_name(mine.op);
-  const auto deadline = collective_deadline();
-  bool gathered = false;
-  if constexpr (DeadlineControl<Comm>) {
-    if (deadline.count() > 0) {
-      const std::vector<int> missing =
-          comm.control_all_gather_until(&d, all.data(), sizeof(Digest), std::chrono::steady_clock::now() + deadline);
-      if (!missing.empty()) {
+  // Both exchanges below honour the deadline: a rank that got every digest
+  // may meet, in the second one, a rank that gave up in the first.
+  const auto gather = [&](const void* send, void* recv, std::size_t bytes) {
+    if constexpr (DeadlineControl<Comm>) {
+      if (const auto deadline = collective_deadline(); deadline.count() > 0) {
+        const std::vector<int> missing =
+            comm.control_all_gather_until(send, recv, bytes, std::chrono::steady_clock::now() + deadline);
+        if (missing.empty()) return;
         comm.resources().poison();  // whatever the backend did: its messages may still be in flight
         std::string who;
         for (std::size_t k = 0; k < missing.size() && k < 16; ++k) who += (k ? ", " : "") + std::to_string(missing[k]);
@@ -517,10 +518,10 @@ void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
                            " ms (dsp::set_collective_deadline); nothing was communicated, and this communicator "
                            "cannot be used any more");
       }
-      gathered = true;
     }
-  }
-  if (!gathered) comm.control_all_gather(&d, all.data(), sizeof(Digest));
+    comm.control_all_gather(send, recv, bytes);
+  };
+  gather(&d, all.data(), sizeof(Digest));
   if (mine.status != 0) throw_local(mine.status, local_error);
   for (int r = 0; r < n; ++r)
     if (const Digest& o = all[std::size_t(r)]; o.status != 0) {
@@ -546,7 +547,7 @@ void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
   full.comm_size = static_cast<std::uint64_t>(n);
   thread_local std::vector<Signature> sigs;
   sigs.assign(static_cast<std::size_t>(n), Signature{});
-  comm.control_all_gather(&full, sigs.data(), sizeof(Signature));
+  gather(&full, sigs.data(), sizeof(Signature));
   std::string why = describe_disagreement(sigs);
   if (why.empty()) why = "the ranks' calls differ in a field dsp cannot name (their digests differ)";
   throw MismatchError(std::string(op) + ": " + why + "; nothing was communicated and the input is unchanged");
