@@ -100,6 +100,27 @@ TEST_CASE("a batch of one, and the identity switch of a batch") {
   CHECK(count_wrong(a) + count_wrong(b) == 0);
 }
 
+TEST_CASE("empty batches under every algorithm setting: no data, no collective beyond the agreement") {
+  // Per-tensor plans (forced pairwise or datatypes) and packed plans both
+  // meet tensors with a zero extent; nothing may index a section table the
+  // plan never built.
+  const std::array<std::array<std::size_t, 3>, 3> shapes{{{0, 4096, 64}, {64, 0, 512}, {64, 512, 0}}};
+  for (auto a : kAll) {
+    AlgorithmScope scope(a);
+    for (const auto& g : shapes) {
+      CAPTURE(int(a));
+      T3<float, dsp::Sharded<0>> q{world(), g};
+      T3<double, dsp::Sharded<0>> k{world(), g};
+      auto [q2, k2] = dsp::dynamic_switch<2>(dsp::batch(q, k));
+      CHECK(q2.global_extents() == g);
+      CHECK(k2.local_extents() == T3<double, dsp::Sharded<2>>{world(), g}.local_extents());
+      auto [q3, k3] = dsp::dynamic_switch<1>(dsp::batch(q2, k2));
+      CHECK(count_wrong(q3) + count_wrong(k3) == 0);
+      CHECK(q3.global_size() == 0);
+    }
+  }
+}
+
 TEST_CASE("a batch is one agreement and one data collective, with the cost model's bytes") {
   using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
   C comm{world()};
