@@ -5,6 +5,7 @@
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/engine.hpp>
+#include <dsp/engine/group.hpp>
 #include <dsp/error.hpp>
 #include <dsp/plan/redistribute.hpp>
 
@@ -136,18 +137,7 @@ inline constexpr bool is_mesh_v = is_mesh<std::remove_cvref_t<G>>::value;
 
 namespace detail {
 
-/// A plain communicator seen as a mesh of one axis, and a mesh as itself:
-/// the view the redistribution engine works with.
-template <class G>
-struct group_traits {  // a Communicator
-  static constexpr std::size_t axes = 1;
-  using comm_type = G;
-  static const G& world(const G& g) { return g; }
-  static const G& axis(const G& g, std::size_t) { return g; }
-  // Spelled out: nvcc's front end (13.0) drops the braces of `return {g.size()};`.
-  static std::array<int, 1> shape(const G& g) { return std::array<int, 1>{{g.size()}}; }
-  static std::array<int, 1> coords(const G& g) { return std::array<int, 1>{{g.rank()}}; }
-};
+/// A mesh as the engine sees it (engine/group.hpp): itself.
 template <std::size_t K, class Comm>
 struct group_traits<Mesh<K, Comm>> {
   static constexpr std::size_t axes = K;

@@ -8,8 +8,8 @@
 
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/engine.hpp>
+#include <dsp/engine/group.hpp>
 #include <dsp/engine/workspace.hpp>
-#include <dsp/mesh.hpp>
 #include <dsp/partition.hpp>
 #include <dsp/plan/redistribute.hpp>
 
