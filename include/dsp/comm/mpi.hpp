@@ -184,7 +184,10 @@ struct MpiState {
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     MPI_Datatype t = make();
-    DSP_CHECK_MPI(MPI_Type_commit(&t));
+    if (const int rc = MPI_Type_commit(&t); rc != MPI_SUCCESS) {
+      MPI_Type_free(&t);  // not cached: nobody else would free it
+      throw_mpi(rc, "MPI_Type_commit(&t)", __FILE__, __LINE__);
+    }
     cache.emplace(key, t);
     return t;
   }
