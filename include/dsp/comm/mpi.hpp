@@ -547,23 +547,22 @@ class BasicMpiCommunicator {
       }
       if (done) break;
       if (std::chrono::steady_clock::now() >= deadline) {
-        std::vector<int> missing;
-        for (int q = 0; q < n; ++q) {
-          MPI_Request& rq = recvs[std::size_t(q)];
-          if (rq == MPI_REQUEST_NULL) continue;
-          missing.push_back(q);
-          MPI_Cancel(&rq);
-          MPI_Wait(&rq, MPI_STATUS_IGNORE);
-        }
         // Every other rank gets a notice, not only the missing ones: a rank
         // that did arrive may still see all the bytes once the late ones
         // come, and must not go on to the data exchange without this one.
-        static const int kMissing = 1, kArrived = 2;
+        std::vector<int> missing;
         for (int q = 0; q < n; ++q) {
           if (q == me) continue;
-          const bool was_missing = std::find(missing.begin(), missing.end(), q) != missing.end();
+          MPI_Request& rq = recvs[std::size_t(q)];
+          const bool was_missing = rq != MPI_REQUEST_NULL;
+          if (was_missing) {
+            missing.push_back(q);
+            MPI_Cancel(&rq);
+            MPI_Wait(&rq, MPI_STATUS_IGNORE);
+          }
           MPI_Request nq = MPI_REQUEST_NULL;
-          if (MPI_Isend(was_missing ? &kMissing : &kArrived, 1, MPI_INT, q, kAbortTag, c, &nq) == MPI_SUCCESS)
+          if (MPI_Isend(was_missing ? &kNoticeMissing : &kNoticeArrived, 1, MPI_INT, q, kAbortTag, c, &nq) ==
+              MPI_SUCCESS)
             MPI_Request_free(&nq);
         }
         for (MPI_Request& sq : sends)
@@ -583,7 +582,7 @@ class BasicMpiCommunicator {
       if (!flag) break;
       int v = 0;
       DSP_CHECK_MPI(MPI_Recv(&v, 1, MPI_INT, st.MPI_SOURCE, kAbortTag, c, MPI_STATUS_IGNORE));
-      std::string& list = v == 1 ? for_me : for_others;
+      std::string& list = v == kNoticeMissing ? for_me : for_others;
       list += (list.empty() ? "" : ", ") + std::to_string(st.MPI_SOURCE);
     }
     if (!for_me.empty() || !for_others.empty()) {
@@ -615,7 +614,9 @@ class BasicMpiCommunicator {
 
  private:
   static constexpr int kControlTag = 7301;  // the deadline-aware agreement check
-  static constexpr int kAbortTag = 7302;    // "I gave up waiting for you"
+  static constexpr int kAbortTag = 7302;    // "I gave up", with one of:
+  static constexpr int kNoticeMissing = 1;  // ... waiting for you
+  static constexpr int kNoticeArrived = 2;  // ... waiting for others; you came
 
   // Every call runs this. A watched state learns of MPI_Finalize from its
   // attribute (on_finalize frees its communicator, leaving MPI_COMM_NULL), so

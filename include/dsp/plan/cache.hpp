@@ -19,9 +19,10 @@ namespace dsp::detail {
 /// that is per (Plan, key size, type of `make`): a lambda's type is its own,
 /// so each call site has its own cache, and each kind of plan must be looked
 /// up from one place. A cache holds at most 256 plans (it is emptied when
-/// full: programs of many shapes keep bounded memory). The last plan a thread used is found without a lock,
-/// so a steady loop plans once and then only compares its key. `make` runs
-/// outside the lock (it may consult other caches).
+/// full: programs of many shapes keep bounded memory). The last plan a
+/// thread used is found without a lock, so a steady loop plans once and then
+/// only compares its key. `make` runs outside the lock (it may consult other
+/// caches).
 template <class Plan, std::size_t N, class Make>
 std::shared_ptr<const Plan> cached_plan(const std::array<std::size_t, N>& key, Make&& make) {
   using Key = std::array<std::size_t, N>;
