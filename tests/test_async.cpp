@@ -134,7 +134,7 @@ TEST_CASE("a rank that fails in flight makes every rank raise at wait") {
     mismatch = std::string(e.what()).find(
                    "rank 1 could not take part because it failed while the operation was in "
                    "flight") != std::string::npos;
-  } catch (const dsp::Error& e) {
+  } catch (const std::runtime_error& e) {  // the throwing rank gets its own exception back
     failed = std::string(e.what()).find("the attention kernel failed") != std::string::npos;
   }
   CHECK(failed == (world().rank() == 1));
@@ -210,4 +210,106 @@ TEST_CASE("switch_each reports no empty block, the own one included") {
   CHECK(empty == 0);
   CHECK(count_wrong(y) == 0);
   if (y.local_size() == 0) CHECK(reported == 0);
+}
+
+TEST_CASE("a block function that throws something not derived from std::exception: every rank raises") {
+  // Issue 21: the other ranks hung in the end-of-wait agreement.
+  const int n = world().size(), me = world().rank();
+  for (int who = 0; who < n; ++who) {
+    for (int where = 0; where < 3; ++where) {  // switch_each, gather_each, wait(on_block)
+      X0 x{world(), {9, 8, 3}};
+      fill(x);
+      X1 y{world(), {9, 8, 3}};
+      R3 r{world(), {9, 8, 3}};
+      auto f = [&](auto&&, auto&&, int) {
+        if (me == who) throw 42;
+      };
+      int own = 0;
+      std::string other;
+      try {
+        if (where == 0) dsp::switch_each<1>(x, y, f);
+        else if (where == 1) dsp::gather_each(x, r, f);
+        else dsp::start_switch<1>(x, y).wait(f);
+      } catch (int v) {
+        own = v;
+      } catch (const dsp::MismatchError& e) {
+        other = e.what();
+      }
+      CHECK(own == (me == who ? 42 : 0));
+      if (me != who)
+        CHECK(other.find("rank " + std::to_string(who) + " could not take part because it failed while") !=
+              std::string::npos);
+      CHECK(count_wrong(x) == 0);
+    }
+  }
+  X1 again{world(), {9, 8, 3}};
+  X0 x{world(), {9, 8, 3}};
+  fill(x);
+  dsp::dynamic_switch<1>(x, again);  // the communicator still works
+  CHECK(count_wrong(again) == 0);
+}
+
+TEST_CASE("a handle whose wait failed never reports success: wait and test raise again") {
+  // Issue 21: a second wait() returned normally with the output incomplete.
+  X0 x{world(), {9, 8, 3}};
+  fill(x);
+  X1 y{world(), {9, 8, 3}};
+  auto h = dsp::start_switch<1>(x, y);
+  auto f = [&](auto&&, auto&&, int) { throw std::runtime_error("failed in a block function"); };
+  CHECK_THROWS(h.wait(f));
+  CHECK(h.waited());
+  CHECK_THROWS(h.wait());
+  CHECK_THROWS(h.wait());
+  CHECK_THROWS(h.test());
+  if (world().size() == 1) return;
+  // A communicator that timed out while the operation was in flight: wait raises every time.
+  const int n = world().size(), r = world().rank();
+  dsp::MpiCommunicator c{MPI_COMM_WORLD};  // given up below
+  dsp::DistTensor<std::int32_t, 3, dsp::Sharded<0>, dsp::MpiCommunicator> a{c, {64, 64, 8}};
+  fill(a);
+  dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, dsp::MpiCommunicator> b{c, {64, 64, 8}};
+  auto g = dsp::start_switch<1>(a, b);
+  dsp::set_collective_deadline(std::chrono::milliseconds(200));
+  if (r != n - 1) CHECK_THROWS_AS(dsp::gather(a), dsp::TimeoutError);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == n - 1) CHECK_THROWS_AS(dsp::gather(a), dsp::TimeoutError);
+  dsp::set_collective_deadline(std::chrono::milliseconds(0));
+  CHECK_THROWS_AS(g.wait(), dsp::UsageError);
+  CHECK_THROWS_AS(g.wait(), dsp::UsageError);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("reading an output in flight raises UsageError naming the start (DSP_CHECK_IN_FLIGHT)") {
+  static_assert(DSP_CHECK_IN_FLIGHT, "the tests build with DSP_CHECK_IN_FLIGHT=1 (tests/CMakeLists.txt)");
+  X0 x{world(), {9, 8, 3}};
+  fill(x);
+  X1 y{world(), {9, 8, 3}};
+  X1 alias = y;  // a copy shares the block
+  auto h = dsp::start_switch<1>(x, y);
+  const int line = __LINE__ - 1;
+  const bool in_flight = world().size() > 1 && y.local_size() > 0;  // one rank: complete at start
+  if (in_flight) {
+    std::string e;
+    try {
+      (void)alias.local();
+    } catch (const dsp::UsageError& u) {
+      e = u.what();
+    }
+    CHECK(e.find("the output of a split-phase operation still in flight (dsp::start_switch called at ") !=
+          std::string::npos);
+    CHECK(e.find("test_async.cpp:" + std::to_string(line)) != std::string::npos);
+    CHECK_THROWS_AS((void)h.output().local(), dsp::UsageError);
+  }
+  (void)x.local();  // the input may be read
+  auto moved = std::move(h);
+  if (in_flight) CHECK_THROWS_AS((void)y.local(), dsp::UsageError);
+  moved.wait();
+  CHECK(count_wrong(y) == 0);  // reads y.local(): allowed after wait
+  {
+    R3 r{world(), {9, 8, 3}};
+    auto k = dsp::start_gather(x, r);
+  }  // destroyed: it waited, and the mark is gone
+  R3 r2{world(), {9, 8, 3}};
+  dsp::gather_each(x, r2, [&](const auto& block, auto&&, int) { CHECK(block.size() > 0); });
+  CHECK(count_wrong(r2) == 0);
 }

@@ -144,3 +144,41 @@ TEST_CASE("a rank that arrived in time but outlived another's deadline raises in
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }
+
+TEST_CASE("a very large deadline means far away: collectives go through, none times out at once") {
+  // Issue 21: steady_clock::now() + deadline overflowed, the deadline lay in the past and every
+  // collective raised TimeoutError at once (and gave up its communicator).
+  for (auto d : {std::chrono::milliseconds(std::chrono::hours(24 * 365 * 1000)), std::chrono::milliseconds::max(),
+                 std::chrono::milliseconds(std::chrono::hours(24 * 365 * 300))}) {
+    dsp::MpiCommunicator c{MPI_COMM_WORLD};
+    dsp::DistTensor<float, 2, dsp::Sharded<0>, dsp::MpiCommunicator> x{c, {6, 5}};
+    fill(x);
+    dsp::set_collective_deadline(d);
+    std::string e = error_of([&] { CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0); });
+    CHECK(e.empty());
+    e = error_of([&] { CHECK(count_wrong(dsp::gather(x)) == 0); });
+    CHECK(e.empty());
+    dsp::set_collective_deadline(std::chrono::milliseconds(0));
+  }
+  // The saturation itself: never earlier than now.
+  const auto now = std::chrono::steady_clock::now();
+  CHECK(dsp::detail::deadline_after(std::chrono::milliseconds::max()) == std::chrono::steady_clock::time_point::max());
+  CHECK(dsp::detail::deadline_after(std::chrono::milliseconds(5)) >= now);
+}
+
+TEST_CASE("a refused DSP_DEADLINE_SECONDS names the whole accepted range") {
+  const char* saved = std::getenv("DSP_DEADLINE_SECONDS");
+  const std::string keep = saved ? saved : "";
+  auto& s = dsp::detail::deadline_setting();
+  const auto before = s;
+  for (const char* v : {"1e10", "-1", "ten"}) {
+    setenv("DSP_DEADLINE_SECONDS", v, 1);
+    s = dsp::detail::read_deadline_env();  // the variable is read once; read it again as dsp does
+    INFO(s.error);
+    CHECK(s.error.find(std::string("DSP_DEADLINE_SECONDS=") + v + " is not a value dsp accepts") != std::string::npos);
+    CHECK(s.error.find("from 0 to 1e9") != std::string::npos);
+  }
+  s = before;
+  if (saved) setenv("DSP_DEADLINE_SECONDS", keep.c_str(), 1);
+  else unsetenv("DSP_DEADLINE_SECONDS");
+}

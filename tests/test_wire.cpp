@@ -366,3 +366,49 @@ TEST_CASE("a gather on each wire: every rank holds the same rounded values; coun
   auto r = dsp::gather(x, dsp::Wire::exact);
   CHECK(count_wrong(r) == 0);
 }
+
+TEST_CASE("fp8: blocks of float subnormals keep the documented bound, in a switch and a gather") {
+  // Issue 21: every value 1e-43 arrived as 0 (the inverse scale a/448 underflowed in float).
+  // Cases: one constant subnormal; random subnormals of both signs; subnormals beside the
+  // smallest normals; the largest subnormal. In each, a is at most the tensor's largest |x|.
+  const std::array<std::size_t, 3> g{3, 7, 300};
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (int c = 0; c < 4; ++c) {
+    auto value = [&](std::size_t i) -> float {
+      std::mt19937 r(std::uint32_t(i * 2654435761u + 5));
+      switch (c) {
+        case 0: return 1e-43f;
+        case 1: return float(int(r() % 2001) - 1000) * tiny;  // |x| <= 1000 * 2^-149
+        case 2:
+          return i % 2 ? std::numeric_limits<float>::min() * (1.0f + float(r() % 8) / 8) : float(r() % 100) * tiny;
+        default: return std::nextafter(std::numeric_limits<float>::min(), 0.0f) * (i % 3 ? 1.0f : -1.0f);
+      }
+    };
+    double a = 0;
+    for (std::size_t i = 0; i < g[0] * g[1] * g[2]; ++i) a = std::max(a, std::fabs(double(value(i))));
+    auto bound = [&](float v) {
+      return (std::ldexp(std::fabs(double(v)), -4) + a * std::ldexp(1.0, -10) / 448) * (1 + 1e-6) +
+             std::ldexp(1.0, -150);
+    };
+    F3<dsp::Sharded<0>> x{world(), g};
+    auto* p = x.local().data();
+    for_each_local(x, [&](auto&, auto& gi, std::size_t k) { p[k] = value(linear(gi, g)); });
+    auto y = dsp::dynamic_switch<2>(x, dsp::Wire::fp8_e4m3);
+    auto r = dsp::gather(x, dsp::Wire::fp8_e4m3);
+    std::size_t outside = 0, lost = 0;
+    auto check = [&](const auto& t) {
+      for_each_local(t, [&](auto&, auto& gi, std::size_t k) {
+        const float v = value(linear(gi, g)), out = t.local().data()[k];
+        if (std::fabs(double(out) - double(v)) > bound(v)) ++outside;
+        if (c == 0 && out != v) ++lost;  // a constant block arrives exactly: its largest element is exact
+      });
+    };
+    check(y);
+    check(r);
+    CHECK(outside == 0);
+    CHECK(lost == 0);
+    std::size_t changed = 0;  // the input is unchanged
+    for_each_local(x, [&](auto&, auto& gi, std::size_t k) { changed += p[k] != value(linear(gi, g)); });
+    CHECK(changed == 0);
+  }
+}

@@ -64,13 +64,26 @@ class SplitPhase {
   using Comm = typename X::communicator_type;
 
  public:
-  SplitPhase(X x, Y y, std::unique_ptr<detail::AsyncOp<M, Comm>> op)
-      : x_(std::move(x)), y_(std::move(y)), op_(std::move(op)) {}
-  SplitPhase(SplitPhase&&) noexcept = default;
+  /// Internal: made by start_switch / start_gather. `what` and `loc` name the
+  /// call for the in-flight check (DSP_CHECK_IN_FLIGHT).
+  SplitPhase(X x, Y y, std::unique_ptr<detail::AsyncOp<M, Comm>> op, [[maybe_unused]] const char* what = "",
+             [[maybe_unused]] const std::source_location& loc = std::source_location::current())
+      : x_(std::move(x)), y_(std::move(y)), op_(std::move(op)) {
+#if DSP_CHECK_IN_FLIGHT
+    if (op_ && !op_->finished) {
+      detail::InFlightBlocks::get().mark(y_.unchecked_local().data(), detail::InFlightBlocks::site(what, loc));
+      marked_ = true;
+    }
+#endif
+  }
+  SplitPhase(SplitPhase&& o) noexcept
+      : x_(std::move(o.x_)), y_(std::move(o.y_)), op_(std::move(o.op_)), failure_(std::move(o.failure_)),
+        waited_(o.waited_), marked_(std::exchange(o.marked_, false)) {}
   SplitPhase& operator=(SplitPhase&& o) noexcept {
     if (this != &o) {
       finish_quietly();
-      x_ = std::move(o.x_), y_ = std::move(o.y_), op_ = std::move(o.op_), waited_ = o.waited_;
+      x_ = std::move(o.x_), y_ = std::move(o.y_), op_ = std::move(o.op_), failure_ = std::move(o.failure_);
+      waited_ = o.waited_, marked_ = std::exchange(o.marked_, false);
     }
     return *this;
   }
@@ -83,13 +96,19 @@ class SplitPhase {
   ~SplitPhase() { finish_quietly(); }
 
   /// Progresses the messages without blocking; true when every block has
-  /// landed (wait() then only settles). Local, not collective.
-  bool test() { return waited_ || !op_ || op_->test(); }
+  /// landed (wait() then only settles). Local, not collective. After a wait()
+  /// that failed, raises that failure again: a failed handle never reports
+  /// success.
+  bool test() {
+    if (failure_) std::rethrow_exception(failure_);
+    return waited_ || !op_ || op_->test();
+  }
 
   /// Completes the operation. Collective: with agreement checks on, the
   /// ranks then exchange their status, so a rank that failed after the start
-  /// makes every rank raise (that rank the error, the others MismatchError).
-  /// Idempotent: a second call returns at once.
+  /// makes every rank raise (that rank its own exception, the others
+  /// MismatchError). A second call after one that succeeded returns at once;
+  /// after one that failed, it raises the same failure again (locally).
   void wait() {
     wait([](auto&&...) {});
   }
@@ -99,8 +118,9 @@ class SplitPhase {
   /// peer's in arrival order. `block` is a Kokkos view of exactly that block
   /// (a LayoutStride subview of the output), `offsets` its global index
   /// (std::array<std::size_t, Rank>), `peer` the rank it came from. A
-  /// function that throws stops the calls on this rank; its error reaches
-  /// every rank at the end of wait.
+  /// function that throws (anything) stops the calls on this rank; its error
+  /// reaches every rank at the end of wait, and this rank gets the exception
+  /// back.
   template <class F>
   void wait(F&& on_block) {
     using Block = decltype(std::declval<const SplitPhase&>().block(0));
@@ -115,25 +135,34 @@ class SplitPhase {
  private:
   template <class F>
   void wait_impl(F& on_block) {
+    if (failure_) std::rethrow_exception(failure_);
     if (waited_ || !op_) return;
-    waited_ = true;
-    {
-      detail::Busy busy(op_->comm, detail::op_name(op_->sig.op));
-      const int me = op_->comm.rank();
-      if (op_->error.empty() && count(me) > 0 && block(me).size() > 0) {
-        try {
-          on_block(block(me), offsets(me), me);
-        } catch (const std::exception& e) {
-          op_->fail(e);
+    try {
+      {
+        // A busy or timed-out communicator raises here, before anything
+        // completes: the handle is not waited then (a later wait may complete it).
+        detail::Busy busy(op_->comm, detail::op_name(op_->sig.op));
+        waited_ = true;
+        unmark();  // from here on blocks land; the on-block function may look at the output
+        const int me = op_->comm.rank();
+        if (op_->error.empty() && count(me) > 0 && block(me).size() > 0) {
+          try {
+            on_block(block(me), offsets(me), me);
+          } catch (...) {
+            op_->fail_current();
+          }
         }
+        op_->complete([&](int peer) { on_block(block(peer), offsets(peer), peer); });
       }
-      op_->complete([&](int peer) { on_block(block(peer), offsets(peer), peer); });
+      op_->settle();
+    } catch (...) {
+      if (waited_) failure_ = std::current_exception(), unmark();
+      throw;
     }
-    op_->settle();
   }
 
  public:
-  /// Whether wait() has run.
+  /// Whether wait() has run (successfully or not).
   bool waited() const noexcept { return waited_; }
   const X& input() const noexcept { return x_; }
   const Y& output() const noexcept { return y_; }
@@ -147,26 +176,39 @@ class SplitPhase {
     return {p.offset(std::size_t(peer)), p.offset(std::size_t(peer)) + p.count(std::size_t(peer))};
   }
   auto block(int peer) const {
-    return detail::block_view<Dim>(y_.local(), range(peer), std::make_index_sequence<Y::rank>{});
+    return detail::block_view<Dim>(y_.unchecked_local(), range(peer), std::make_index_sequence<Y::rank>{});
   }
   typename Y::extents_type offsets(int peer) const {
     auto o = y_.local_offsets();
     o[Dim] = range(peer).first;
     return o;
   }
+  void unmark() noexcept {
+#if DSP_CHECK_IN_FLIGHT
+    if (marked_) detail::InFlightBlocks::get().unmark(y_.unchecked_local().data());
+#endif
+    marked_ = false;
+  }
   void finish_quietly() noexcept {
-    if (waited_ || !op_) return;
+    if (waited_ || !op_) return unmark();
     try {
       wait();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dsp: a split-phase operation destroyed before wait() failed: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr,
+                   "dsp: a split-phase operation destroyed before wait() failed: an exception not "
+                   "derived from std::exception\n");
     }
+    unmark();
   }
 
   X x_;
   Y y_;
   std::unique_ptr<detail::AsyncOp<M, Comm>> op_;
+  std::exception_ptr failure_;  // what a failed wait raised; raised again by test and wait
   bool waited_ = false;
+  bool marked_ = false;  // y's block is registered in flight (DSP_CHECK_IN_FLIGHT)
 };
 
 /// Starts the switch of `x` (Sharded<i>) into the existing Sharded<D> tensor
@@ -188,7 +230,7 @@ template <std::size_t D, class X, class Y>
         detail::start_switch<M>(x.communicator(), sig, std::move(err),
                                 detail::SwitchArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type),
                                                    x.global_extents(), Xt::layout_type::dim, D});
-    return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op));
+    return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op), "dsp::start_switch", loc);
   } else {
     return detail::Invalid{};
   }
@@ -217,7 +259,7 @@ template <class X, class Y>
         detail::start_gather<M>(x.communicator(), sig, std::move(err),
                                 detail::GatherArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type),
                                                    x.global_extents(), Xt::layout_type::dim});
-    return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op));
+    return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op), "dsp::start_gather", loc);
   } else {
     return detail::Invalid{};
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dsp/error.hpp>
+#include <dsp/extents.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
 #include <dsp/plan/redistribute.hpp>
@@ -36,13 +37,12 @@ namespace detail {
 /// a * b, or InvalidArgument when it overflows std::size_t: in a constant
 /// expression (a static_assert on a cost) the overflow is a compile error.
 constexpr std::size_t checked_mul(std::size_t a, std::size_t b) {
-  if (a != 0 && b > static_cast<std::size_t>(-1) / a)
-    throw InvalidArgument("dsp cost model: a byte count overflows std::size_t");
+  if (mul_overflows(a, b)) throw InvalidArgument("dsp cost model: a byte count overflows std::size_t");
   return a * b;
 }
 /// a + b, or InvalidArgument when it overflows std::size_t.
 constexpr std::size_t checked_add(std::size_t a, std::size_t b) {
-  if (b > static_cast<std::size_t>(-1) - a) throw InvalidArgument("dsp cost model: a byte count overflows std::size_t");
+  if (add_overflows(a, b)) throw InvalidArgument("dsp cost model: a byte count overflows std::size_t");
   return a + b;
 }
 

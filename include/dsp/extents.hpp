@@ -47,6 +47,12 @@ struct Extents {
 
 namespace detail {
 
+/// Whether a * b, or a + b, overflows std::size_t. Every product and sum
+/// that dsp forms from user input and that could wrap (byte counts, cost
+/// sums, mesh shapes) is checked with these before it is formed.
+constexpr bool mul_overflows(std::size_t a, std::size_t b) { return a != 0 && b > static_cast<std::size_t>(-1) / a; }
+constexpr bool add_overflows(std::size_t a, std::size_t b) { return b > static_cast<std::size_t>(-1) - a; }
+
 /// Product of e[begin, end). The one product over extents dsp uses.
 constexpr std::size_t product(std::span<const std::size_t> e, std::size_t begin, std::size_t end) {
   std::size_t p = 1;
@@ -75,7 +81,7 @@ inline std::string size_error(std::span<const std::size_t> g, std::size_t elem_b
     if (x == 0) return "";
   std::size_t bytes = elem_bytes;
   for (std::size_t x : g) {
-    if (bytes > kMaxExtent / x)
+    if (mul_overflows(bytes, x) || bytes * x > kMaxExtent)
       return "dsp::DistTensor: global extents " + text(g) + " of " + std::to_string(elem_bytes) +
              "-byte elements exceed 2^63 bytes (sizes would wrap around)";
     bytes *= x;

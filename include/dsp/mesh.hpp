@@ -7,6 +7,7 @@
 #include <dsp/engine/engine.hpp>
 #include <dsp/engine/group.hpp>
 #include <dsp/error.hpp>
+#include <dsp/extents.hpp>
 #include <dsp/plan/redistribute.hpp>
 
 #include <array>
@@ -52,11 +53,16 @@ class Mesh {
     sig.mesh_axes = K;
     for (std::size_t a = 0; a < K; ++a) sig.mesh_shape[a] = shape[a];
     detail::set_site(sig, loc);
-    long long product = 1;
-    bool positive = true;
-    for (int x : shape) positive = positive && x >= 1, product *= x > 0 ? x : 1;
+    // The product is formed with overflow checks: shape {7623851, 409891,
+    // 5462, 4323} wraps 2^64 to exactly 2 and would be taken for 2 ranks.
+    std::size_t product = 1;
+    bool fits = true;
+    for (int x : shape) {
+      fits = fits && x >= 1 && !detail::mul_overflows(product, std::size_t(x));
+      if (fits) product *= std::size_t(x);
+    }
     std::string err;
-    if (!positive || product != comm.size()) {
+    if (!fits || product != std::size_t(comm.size())) {
       err = "dsp::Mesh: the shape " + text(shape) + " does not fit a communicator of " + std::to_string(comm.size()) +
             " ranks (every extent >= 1, product equal to the rank count)";
       sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);

@@ -40,13 +40,7 @@ constexpr bool switch_ok() {
 
 template <std::size_t D, class X, class Y>
 constexpr bool switch_into_ok() {
-  if constexpr (switch_ok<D, X>()) {
-    constexpr bool ok = std::is_same_v<tensor_t<Y>, relayout_t<X, Sharded<D>>>;
-    static_assert(ok,
-                  "dsp::dynamic_switch<D>(x, y): y must be a DistTensor with x's element type, rank, "
-                  "communicator and memory space, and layout Sharded<D>.");
-    return ok;
-  }
+  if constexpr (switch_ok<D, X>()) return output_type_ok<Y, X, relayout_t<X, Sharded<D>>>();
   return false;
 }
 
@@ -65,13 +59,7 @@ constexpr bool gather_ok() {
 
 template <class X, class Y>
 constexpr bool gather_into_ok() {
-  if constexpr (gather_ok<X>()) {
-    constexpr bool ok = std::is_same_v<tensor_t<Y>, relayout_t<X, Replicated>>;
-    static_assert(ok,
-                  "dsp::gather(x, y): y must be a Replicated DistTensor with x's element type, rank, "
-                  "communicator and memory space.");
-    return ok;
-  }
+  if constexpr (gather_ok<X>()) return output_type_ok<Y, X, relayout_t<X, Replicated>>();
   return false;
 }
 
@@ -91,13 +79,7 @@ constexpr bool split_ok() {
 
 template <std::size_t D, class X, class Y>
 constexpr bool split_into_ok() {
-  if constexpr (split_ok<D, X>()) {
-    constexpr bool ok = std::is_same_v<tensor_t<Y>, relayout_t<X, Sharded<D>>>;
-    static_assert(ok,
-                  "dsp::split<D>(x, y): y must be a DistTensor with x's element type, rank, communicator "
-                  "and memory space, and layout Sharded<D>.");
-    return ok;
-  }
+  if constexpr (split_ok<D, X>()) return output_type_ok<Y, X, relayout_t<X, Sharded<D>>>();
   return false;
 }
 

@@ -274,10 +274,7 @@ auto redistribute(const X& x, std::source_location loc = std::source_location::c
 template <class To, class X, class Y>
 void redistribute(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::redistribute_ok<To, X>()) {
-    static_assert(std::is_same_v<detail::tensor_t<Y>, detail::relayout_t<X, To>>,
-                  "dsp::redistribute<To>(x, y): y must be a DistTensor with x's element type, rank, communicator or "
-                  "mesh and memory space, and layout To.");
-    if constexpr (std::is_same_v<detail::tensor_t<Y>, detail::relayout_t<X, To>>) {
+    if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>()) {
       using L = typename detail::tensor_t<X>::layout_type;
       if constexpr (detail::is_primitive_step<To, X>()) {
         if constexpr (is_replicated_v<L>) split<To::dim>(x, y);

@@ -95,17 +95,20 @@ inline Setting<SwitchAlgorithm>& switch_setting() {
   }();
   return s;
 }
+/// DSP_DEADLINE_SECONDS as a setting (read by deadline_setting, once).
+inline Setting<std::chrono::milliseconds> read_deadline_env() {
+  using ms = std::chrono::milliseconds;
+  const char* e = std::getenv("DSP_DEADLINE_SECONDS");
+  if (!e || !*e) return Setting<ms>{ms(0), ""};
+  char* end = nullptr;
+  const double v = std::strtod(e, &end);
+  if (end == e || *end != '\0' || !(v >= 0) || v > 1e9)
+    return Setting<ms>{ms(0), env_error("DSP_DEADLINE_SECONDS", e,
+                                        "a number of seconds from 0 to 1e9 (about 31 years); 0: no deadline")};
+  return Setting<ms>{ms(static_cast<long long>(v * 1000.0 + 0.5)), ""};
+}
 inline Setting<std::chrono::milliseconds>& deadline_setting() {
-  static Setting<std::chrono::milliseconds> s = [] {
-    using ms = std::chrono::milliseconds;
-    const char* e = std::getenv("DSP_DEADLINE_SECONDS");
-    if (!e || !*e) return Setting<ms>{ms(0), ""};
-    char* end = nullptr;
-    const double v = std::strtod(e, &end);
-    if (end == e || *end != '\0' || !(v >= 0) || v > 1e9)
-      return Setting<ms>{ms(0), env_error("DSP_DEADLINE_SECONDS", e, "a number of seconds >= 0 (0: no deadline)")};
-    return Setting<ms>{ms(static_cast<long long>(v * 1000.0 + 0.5)), ""};
-  }();
+  static Setting<std::chrono::milliseconds> s = read_deadline_env();
   return s;
 }
 

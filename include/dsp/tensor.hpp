@@ -15,16 +15,83 @@
 #include <Kokkos_Core.hpp>
 
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstddef>
+#include <map>
+#include <mutex>
 #include <source_location>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+/// DSP_CHECK_IN_FLIGHT: 1 makes DistTensor::local() raise UsageError on the
+/// output of a split-phase operation that has not been waited for (reading
+/// it then gives stale data). On by default in builds without NDEBUG, off
+/// (and free) with NDEBUG. Like NDEBUG for assert, define it the same way in
+/// every translation unit of a program.
+#ifndef DSP_CHECK_IN_FLIGHT
+#ifdef NDEBUG
+#define DSP_CHECK_IN_FLIGHT 0
+#else
+#define DSP_CHECK_IN_FLIGHT 1
+#endif
+#endif
+
 namespace dsp {
 
 namespace detail {
+
+/// The blocks that are outputs of split-phase operations in flight, by their
+/// data pointer, with the operation's call site (DSP_CHECK_IN_FLIGHT builds
+/// only: nothing is recorded otherwise).
+class InFlightBlocks {
+ public:
+  static InFlightBlocks& get() {
+    static InFlightBlocks r;
+    return r;
+  }
+  /// "what at file:line" for the message.
+  static std::string site(const char* what, const std::source_location& loc) {
+    return std::string(what) + " called at " + loc.file_name() + ":" + std::to_string(loc.line());
+  }
+  void mark(const void* p, std::string site) {
+    if (!p) return;
+    std::lock_guard lock(m_);
+    auto& e = blocks_[p];
+    if (e.count++ == 0) e.site = std::move(site);
+    count_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void unmark(const void* p) {
+    if (!p) return;
+    std::lock_guard lock(m_);
+    auto it = blocks_.find(p);
+    if (it == blocks_.end()) return;
+    if (--it->second.count == 0) blocks_.erase(it);
+    count_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  /// Throws UsageError when `p` is the block of an output in flight.
+  void check(const void* p) const {
+    if (count_.load(std::memory_order_relaxed) == 0 || !p) return;
+    std::lock_guard lock(m_);
+    if (auto it = blocks_.find(p); it != blocks_.end())
+      throw UsageError(
+          "dsp::DistTensor::local: this tensor is the output of a split-phase operation still in flight (" +
+          it->second.site +
+          "); its block is complete only after wait() on that handle (or at the end of "
+          "switch_each / gather_each). Checked in builds without NDEBUG (DSP_CHECK_IN_FLIGHT)");
+  }
+
+ private:
+  struct Entry {
+    int count = 0;
+    std::string site;
+  };
+  mutable std::mutex m_;
+  std::map<const void*, Entry> blocks_;
+  std::atomic<int> count_{0};
+};
+
 template <class T, std::size_t R>
 struct add_pointers {
   using type = typename add_pointers<T, R - 1>::type*;
@@ -202,8 +269,18 @@ class DistTensor {
   DistTensor(detail::unchecked_t, const Comm& comm, const extents_type& global, view_type local)
       : comm_(comm), global_(global), local_(std::move(local)) {}
 
-  /// This rank's block: a contiguous LayoutRight Kokkos view.
-  const view_type& local() const noexcept { return local_; }
+  /// This rank's block: a contiguous LayoutRight Kokkos view. In builds
+  /// without NDEBUG (DSP_CHECK_IN_FLIGHT), throws UsageError when the tensor
+  /// is the output of a split-phase operation not yet waited for.
+  const view_type& local() const noexcept(!DSP_CHECK_IN_FLIGHT) {
+#if DSP_CHECK_IN_FLIGHT
+    detail::InFlightBlocks::get().check(local_.data());
+#endif
+    return local_;
+  }
+  /// Internal: local() without the in-flight check, for dsp's own code while
+  /// an operation is in flight.
+  const view_type& unchecked_local() const noexcept { return local_; }
   const extents_type& global_extents() const noexcept { return global_; }
   extents_type local_extents() const { return detail::box_of<L>(global_, comm_).count; }
   /// Global index of local element (0, ..., 0).

@@ -16,10 +16,13 @@
 //   fp16      |x' - x| <= 2^-11 |x|         for 2^-14 <= |x| <= 65504
 //             |x' - x| <= 2^-25             below 2^-14 (fp16 subnormals)
 //             x' = +-inf                    for |x| >= 65520 (as a cast would)
-//   fp8_e4m3  |x' - x| <= 2^-4 |x| + a 2^-10 / 448, with a the largest |x| of
-//             its block; every element of a block is scaled by 448 / a
-//             before rounding, so a block's largest element never saturates.
-//             (Both terms carry a further relative 2^-22 from the float scale.)
+//   fp8_e4m3  |x' - x| <= 2^-4 |x| + a 2^-10 / 448 + 2^-150, with a the
+//             largest |x| of its block; every element of a block is scaled by
+//             448 / a before rounding, so a block's largest element never
+//             saturates. (Both first terms carry a further relative 2^-22
+//             from the float scale; 2^-150 is half the spacing of float
+//             subnormals, where the decoded value is rounded to a float. It
+//             holds for every finite input, subnormal blocks included.)
 // NaN arrives as NaN in every format; in fp8 an infinity also arrives as NaN
 // (e4m3 has no infinity), and a block's scale ignores non-finite values.
 #pragma once
@@ -146,15 +149,23 @@ KOKKOS_INLINE_FUNCTION float from_e4m3(std::uint8_t c) {
 }
 
 /// The scale of an fp8 block whose largest finite |x| is `amax`: elements are
-/// multiplied by `scale` before rounding and by `inverse` after.
+/// multiplied by `scale` before rounding. What travels is amax itself (a
+/// float, exact for every block); the receiver multiplies by amax / 448 in
+/// double precision (fp8_inverse). A float amax / 448 would underflow to 0
+/// for blocks of float subnormals and lose their values.
 struct Fp8Scale {
   double scale = 0;  // 448 / amax (0 for an all-zero block)
-  float inverse = 0;
+  float amax = 0;    // what the wire section stores
 };
 KOKKOS_INLINE_FUNCTION Fp8Scale fp8_scale(float amax) {
   if (!(amax > 0)) return {};
-  return {448.0 / double(amax), float(double(amax) / 448.0)};
+  return {448.0 / double(amax), amax};
 }
+/// The factor that turns an e4m3 value back into the block's units.
+KOKKOS_INLINE_FUNCTION double fp8_inverse(float amax) { return double(amax) * (1.0 / 448.0); }
+/// An element decoded: the e4m3 value times the block's inverse scale,
+/// rounded once, to float.
+KOKKOS_INLINE_FUNCTION float from_fp8(std::uint8_t c, double inverse) { return float(double(from_e4m3(c)) * inverse); }
 KOKKOS_INLINE_FUNCTION std::uint8_t to_fp8(float x, double scale) {
   const std::uint32_t a = bits(x) & 0x7fffffffu;
   if (a >= 0x7f800000u) return 0x7fu;

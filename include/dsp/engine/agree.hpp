@@ -475,6 +475,17 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
   return "";
 }
 
+/// The time point `d` from now, saturated at the clock's end: a deadline of
+/// years (or milliseconds::max()) must mean "far away", and now + d would
+/// overflow the clock's representation and lie in the past.
+inline Deadline deadline_after(std::chrono::milliseconds d) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+  if (d >= room) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(d);
+}
+
 /// Collective (when agreement checks are on): all ranks exchange the
 /// digests of `mine` and either all return or all throw. `local_error` is
 /// this rank's own message when mine.status != ok; that rank throws it
@@ -506,8 +517,7 @@ void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
   const auto gather = [&](const void* send, void* recv, std::size_t bytes) {
     if constexpr (DeadlineControl<Comm>) {
       if (const auto deadline = collective_deadline(); deadline.count() > 0) {
-        const std::vector<int> missing =
-            comm.control_all_gather_until(send, recv, bytes, std::chrono::steady_clock::now() + deadline);
+        const std::vector<int> missing = comm.control_all_gather_until(send, recv, bytes, deadline_after(deadline));
         if (missing.empty()) return;
         comm.resources().poison();  // whatever the backend did: its messages may still be in flight
         std::string who;

@@ -25,6 +25,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dsp::detail {
@@ -48,7 +49,8 @@ struct AsyncOp {
   PeerPlan gather_plan;                           // gather: the point-to-point plan
   std::optional<typename pending_type<Comm>::type> pending;
   bool posted = false, finished = false;
-  std::string error;  // this rank's failure after the agreement, reported at wait
+  std::string error;          // this rank's failure after the agreement, reported at wait
+  std::exception_ptr thrown;  // the exception itself: this rank gets it back at wait
 
   const PeerPlan& peers() const { return switch_plan ? std::get<PeerPlan>(*switch_plan) : gather_plan; }
 
@@ -58,8 +60,8 @@ struct AsyncOp {
       if (posted && !finished) {
         try {
           if (comm.test_runs(*pending)) finished = true;
-        } catch (const std::exception& e) {
-          fail(e);
+        } catch (...) {
+          fail_current();
         }
       }
     }
@@ -80,12 +82,12 @@ struct AsyncOp {
             if (!error.empty()) return;
             try {
               arrived(plan.recvs[k].peer);
-            } catch (const std::exception& e) {
-              fail(e);
+            } catch (...) {
+              fail_current();
             }
           });
-        } catch (const std::exception& e) {
-          fail(e);
+        } catch (...) {
+          fail_current();
           pending.reset();  // cancels what is left
         }
         finished = true;
@@ -97,25 +99,44 @@ struct AsyncOp {
       if (!error.empty()) break;
       try {
         arrived(r.peer);
-      } catch (const std::exception& e) {
-        fail(e);
+      } catch (...) {
+        fail_current();
       }
     }
     finished = true;
   }
 
-  /// The status agreement at the end: every rank raises when any failed.
+  /// The status agreement at the end: every rank raises when any failed;
+  /// a rank that failed itself gets its own exception back (what the block
+  /// function threw, or the backend's error), the others MismatchError.
   void settle() {
     Signature s = sig;
     if (!error.empty()) s.status = static_cast<std::uint32_t>(Status::failed_in_flight);
     const std::string mine = error;
     error.clear();
-    Busy busy(comm, op_name(s.op));
-    agree(comm, s, mine);
+    const std::exception_ptr own = std::exchange(thrown, nullptr);
+    try {
+      Busy busy(comm, op_name(s.op));
+      agree(comm, s, mine);
+    } catch (...) {
+      if (own) std::rethrow_exception(own);
+      throw;
+    }
   }
 
-  void fail(const std::exception& e) {
-    if (error.empty()) error = failure_text(sig.op, comm.rank(), e);
+  /// Records the exception being handled (any type: a block function may
+  /// throw anything) as this rank's failure, the first one only.
+  void fail_current() {
+    if (!error.empty()) return;
+    thrown = std::current_exception();
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      error = failure_text(sig.op, comm.rank(), e);
+    } catch (...) {
+      error = std::string(op_name(sig.op)) + " (rank " + std::to_string(comm.rank()) +
+              "): a block function threw an exception not derived from std::exception";
+    }
   }
 };
 

@@ -34,6 +34,42 @@ using relayout_t = typename relayout<tensor_t<X>, L>::type;
 /// the assertion is the only error the user sees.
 struct Invalid {};
 
+/// The rules for the output `Y` of a call whose input is `X` and whose
+/// output must be `Want` (X with the target layout): one static_assert per
+/// requirement, so that the message names the one that failed; only the
+/// first failing one fires.
+template <class Y, class X, class Want>
+constexpr bool output_type_ok() {
+  using Yt = tensor_t<Y>;
+  using Xt = tensor_t<X>;
+  if constexpr (!is_dist_tensor_v<Yt>) {
+    static_assert(is_dist_tensor_v<Yt>, "dsp: the output argument y must be a dsp::DistTensor.");
+    return false;
+  } else if constexpr (!std::is_same_v<typename Yt::value_type, typename Xt::value_type>) {
+    static_assert(std::is_same_v<typename Yt::value_type, typename Xt::value_type>,
+                  "dsp: the output y must have the input's element type (dsp does not convert elements).");
+    return false;
+  } else if constexpr (Yt::rank != Xt::rank) {
+    static_assert(Yt::rank == Xt::rank, "dsp: the output y must have the input's tensor rank.");
+    return false;
+  } else if constexpr (!std::is_same_v<typename Yt::communicator_type, typename Xt::communicator_type>) {
+    static_assert(std::is_same_v<typename Yt::communicator_type, typename Xt::communicator_type>,
+                  "dsp: the output y must live on the input's communicator (or mesh) type.");
+    return false;
+  } else if constexpr (!std::is_same_v<typename Yt::memory_space, typename Xt::memory_space>) {
+    static_assert(std::is_same_v<typename Yt::memory_space, typename Xt::memory_space>,
+                  "dsp: the output y must live in the input's memory space.");
+    return false;
+  } else if constexpr (!std::is_same_v<Yt, Want>) {
+    static_assert(std::is_same_v<Yt, Want>,
+                  "dsp: the output y must have the call's target layout: Sharded<D> for dynamic_switch<D> and "
+                  "split<D>, Replicated for gather, To for redistribute<To>.");
+    return false;
+  } else {
+    return true;
+  }
+}
+
 template <class Comm>
 bool same_group(const Comm& a, const Comm& b) {
   if (a.id() == b.id()) return true;

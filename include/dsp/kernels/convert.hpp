@@ -71,7 +71,7 @@ KOKKOS_INLINE_FUNCTION void pack_block(Wire w, unsigned char* sec, std::size_t n
         amax = wire::finite(in[e]) && a > amax ? a : amax;
       }
       const wire::Fp8Scale s = wire::fp8_scale(amax);
-      store_f32(sec + 4 * b, s.inverse);
+      store_f32(sec + 4 * b, s.amax);
       unsigned char* codes = sec + 4 * nb + e0;
       for (std::size_t e = 0; e < m; ++e) codes[e] = wire::to_fp8(in[e], s.scale);
     } else {
@@ -87,7 +87,7 @@ KOKKOS_INLINE_FUNCTION void pack_block(Wire w, unsigned char* sec, std::size_t n
   if (w == Wire::fp8_e4m3) {
     const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
     const wire::Fp8Scale s = wire::fp8_scale(block_amax(src, runs, e0, e1));
-    store_f32(sec + 4 * b, s.inverse);
+    store_f32(sec + 4 * b, s.amax);
     unsigned char* codes = sec + 4 * nb;
     for (std::size_t e = e0; e < e1; ++e, c.next()) codes[e] = wire::to_fp8(src[c.index()], s.scale);
     return;
@@ -108,9 +108,9 @@ KOKKOS_INLINE_FUNCTION void unpack_block(Wire w, float* dst, const Runs& runs, c
     const std::size_t m = e1 - e0;
     if (w == Wire::fp8_e4m3) {
       const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
-      const float inverse = load_f32(sec + 4 * b);
+      const double inverse = wire::fp8_inverse(load_f32(sec + 4 * b));
       const unsigned char* codes = sec + 4 * nb + e0;
-      for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_e4m3(codes[e]) * inverse;
+      for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_fp8(codes[e], inverse);
     } else {
       const auto* h = reinterpret_cast<const std::uint16_t*>(sec) + e0;
       if (w == Wire::bf16)
@@ -123,9 +123,9 @@ KOKKOS_INLINE_FUNCTION void unpack_block(Wire w, float* dst, const Runs& runs, c
   RunCursor c(runs, e0);
   if (w == Wire::fp8_e4m3) {
     const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
-    const float inverse = load_f32(sec + 4 * b);
+    const double inverse = wire::fp8_inverse(load_f32(sec + 4 * b));
     const unsigned char* codes = sec + 4 * nb;
-    for (std::size_t e = e0; e < e1; ++e, c.next()) dst[c.index()] = wire::from_e4m3(codes[e]) * inverse;
+    for (std::size_t e = e0; e < e1; ++e, c.next()) dst[c.index()] = wire::from_fp8(codes[e], inverse);
     return;
   }
   const auto* h = reinterpret_cast<const std::uint16_t*>(sec);
@@ -154,8 +154,9 @@ KOKKOS_INLINE_FUNCTION void round_block(Wire w, float* dst, const Runs& dr, cons
   RunCursor d(dr, e0), s(sr, e0);
   if (w == Wire::fp8_e4m3) {
     const wire::Fp8Scale k = wire::fp8_scale(block_amax(src, sr, e0, e1));
+    const double inverse = wire::fp8_inverse(k.amax);
     for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
-      dst[d.index()] = wire::from_e4m3(wire::to_fp8(src[s.index()], k.scale)) * k.inverse;
+      dst[d.index()] = wire::from_fp8(wire::to_fp8(src[s.index()], k.scale), inverse);
   } else if (w == Wire::bf16) {
     for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
       dst[d.index()] = wire::from_bf16(wire::to_bf16(src[s.index()]));
