@@ -12,7 +12,8 @@
 // The packed (batch and wire) checks need the engine, which needs
 // std::source_location: clang 14 with libstdc++ 12 (the fuzz build) lacks it.
 #if defined(__cpp_lib_source_location)
-#include <dsp/engine/packed.hpp>
+#include <dsp/kernels/convert.hpp>
+#include <dsp/plan/packed.hpp>
 #define DSP_PLAN_CHECKS_PACKED 1
 #endif
 #include <dsp/kernels/copy.hpp>
@@ -793,13 +794,13 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       ENSURE(!P.separate());  // no point-to-point or typed capability offered
       std::size_t at_s = 0, at_r = 0;
       for (std::size_t q = 0; q < n; ++q) {
-        ENSURE(P.sc[q] == plans[q].rc[p]);
-        ENSURE(P.sd[q] == at_s && P.rd[q] == at_r);
-        at_s += P.sc[q], at_r += P.rc[q];
-        ENSURE(P.sc[q] <= P.bound && P.sd[q] <= P.bound && P.rd[q] <= P.bound);
+        ENSURE(P.send_counts[q] == plans[q].recv_counts[p]);
+        ENSURE(P.send_displs[q] == at_s && P.recv_displs[q] == at_r);
+        at_s += P.send_counts[q], at_r += P.recv_counts[q];
+        ENSURE(P.send_counts[q] <= P.bound && P.send_displs[q] <= P.bound && P.recv_displs[q] <= P.bound);
         ENSURE(P.bound == plans[0].bound);
       }
-      ENSURE(P.sc[p] == 0 && P.rc[p] == 0);
+      ENSURE(P.send_counts[p] == 0 && P.recv_counts[p] == 0);
       ENSURE(at_s == P.send_bytes && at_r == P.recv_bytes);
     }
     // Pack, exchange, unpack with the engine's own section code.
@@ -816,42 +817,43 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       if (i == j) continue;
       sbuf[p].assign(P.send_bytes, 0);
       for (const auto& snd : P.peer.sends) {
-        std::size_t at = P.sd[std::size_t(snd.peer)];
+        std::size_t at = P.send_displs[std::size_t(snd.peer)];
         for (std::size_t t = 0; t < ebs.size(); ++t) {
           if (w != dsp::Wire::exact)
             wire_pack(exec, w, sbuf[p].data() + at, reinterpret_cast<const float*>(in[p][t].data()), snd.runs,
                       snd.elems);
-          at += section_bytes(w, snd.elems, ebs[t]);
+          at += wire_section_bytes(w, snd.elems, ebs[t]);
         }
-        ENSURE(at == P.sd[std::size_t(snd.peer)] + P.sc[std::size_t(snd.peer)]);
+        ENSURE(at == P.send_displs[std::size_t(snd.peer)] + P.send_counts[std::size_t(snd.peer)]);
       }
       if (w == dsp::Wire::exact)  // as the engine: one copy_runs per tensor over every peer's section
         for (std::size_t t = 0; t < ebs.size(); ++t) {
           std::vector<CopyTask> tasks;
-          const std::size_t u = section_tasks(P.peer.sends, P.sd, items[p], t, w, true, tasks);
+          const std::size_t u = section_tasks(P.peer.sends, P.send_displs, items[p], t, w, true, tasks);
           copy_runs(exec, sbuf[p].data(), in[p][t].data(), u, tasks);
         }
     }
     for (std::size_t q = 0; q < n && i != j; ++q) {
       rbuf[q].assign(plans[q].recv_bytes, 0);
       for (std::size_t p = 0; p < n; ++p)
-        if (plans[p].sc[q])
-          std::memcpy(rbuf[q].data() + plans[q].rd[p], sbuf[p].data() + plans[p].sd[q], plans[p].sc[q]);
+        if (plans[p].send_counts[q])
+          std::memcpy(rbuf[q].data() + plans[q].recv_displs[p], sbuf[p].data() + plans[p].send_displs[q],
+                      plans[p].send_counts[q]);
     }
     for (std::size_t q = 0; q < n && i != j; ++q) {
       const PackedPlan& Q = plans[q];
       for (const auto& rcv : Q.peer.recvs) {
-        std::size_t at = Q.rd[std::size_t(rcv.peer)];
+        std::size_t at = Q.recv_displs[std::size_t(rcv.peer)];
         for (std::size_t t = 0; t < ebs.size(); ++t) {
           if (w != dsp::Wire::exact)
             wire_unpack(exec, w, reinterpret_cast<float*>(out[q][t].data()), rcv.runs, rbuf[q].data() + at, rcv.elems);
-          at += section_bytes(w, rcv.elems, ebs[t]);
+          at += wire_section_bytes(w, rcv.elems, ebs[t]);
         }
       }
       if (w == dsp::Wire::exact)
         for (std::size_t t = 0; t < ebs.size(); ++t) {
           std::vector<CopyTask> tasks;
-          const std::size_t u = section_tasks(Q.peer.recvs, Q.rd, items[q], t, w, false, tasks);
+          const std::size_t u = section_tasks(Q.peer.recvs, Q.recv_displs, items[q], t, w, false, tasks);
           copy_runs(exec, out[q][t].data(), rbuf[q].data(), u, tasks);
         }
     }

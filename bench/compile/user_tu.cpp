@@ -20,15 +20,16 @@ int main(int argc, char** argv) {
     const std::size_t B = 2, T = 16, S = 32, C = 8;
     Video<dsp::Sharded<1>> x{comm, {B, T, S, C}};
     Kokkos::parallel_for(
-        "fill", Kokkos::RangePolicy<>(0, x.local().size()), KOKKOS_LAMBDA(std::size_t k) { x.local().data()[k] = float(k); });
-    auto y = dsp::dynamic_switch<2>(x);                     // T -> S
-    dsp::dynamic_switch<1>(y, x);                           // back, into x
-    auto r = dsp::gather(x);                                // all-gather
+        "fill", Kokkos::RangePolicy<>(0, x.local().size()),
+        KOKKOS_LAMBDA(std::size_t k) { x.local().data()[k] = float(k); });
+    auto y = dsp::dynamic_switch<2>(x);  // T -> S
+    dsp::dynamic_switch<1>(y, x);        // back, into x
+    auto r = dsp::gather(x);             // all-gather
     Video<dsp::Sharded<1>> q{comm, {B, T, S, C}}, k{comm, {B, T, S, C}}, v{comm, {B, T, S, C}};
     auto [q2, k2, v2] = dsp::dynamic_switch<2>(dsp::batch(q, k, v));  // a batch
     auto w = dsp::dynamic_switch<2>(x, dsp::Wire::bf16);              // a wire
     Video<dsp::Sharded<2>> z{comm, {B, T, S, C}};
-    auto h = dsp::start_switch<2>(x, z);                    // split-phase
+    auto h = dsp::start_switch<2>(x, z);  // split-phase
     h.wait();
     dsp::Mesh<2, Comm> mesh{comm, {1, comm.size()}};
     dsp::DistTensor<double, 3, dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>, dsp::Mesh<2, Comm>> m{mesh, {8, 8, 8}};

@@ -1,17 +1,22 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// dsp: split-phase switches and gathers, and computing on each block as it
-// lands.
+// dsp: split-phase operations, and computing on each block as it lands. Every
+// operation has them: a switch, a gather, any redistribution on a mesh or a
+// communicator, of one tensor or a batch, exact or on a wire.
 //
-//   auto h = dsp::start_switch<2>(x, y);   // agreement now: errors raise here, before anything is posted
+//   auto h = dsp::start_redistribute<To>(x, y);   // agreement now: errors raise here, before anything is posted
 //   ... work that touches neither x nor y ...
-//   h.wait();                              // the data has landed; collective
+//   h.wait();                                     // the data has landed; collective
 //
-//   dsp::switch_each<2>(x, y, [&](auto block, auto offsets, int peer) { ... });  // one call per block, as it lands
+//   dsp::redistribute_each<To>(x, y, [&](auto block, auto offsets, int peer) { ... });  // as each block lands
+//
+// start_switch / start_gather / switch_each / gather_each are the same on a
+// plain communicator, with To = Sharded<D> / Replicated.
 #pragma once
 
-#include <dsp/engine/async.hpp>
-#include <dsp/engine/dispatch.hpp>
+#include <dsp/batch.hpp>
+#include <dsp/operate.hpp>
 #include <dsp/primitives.hpp>
+#include <dsp/redistribute.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
 
@@ -23,6 +28,7 @@
 #include <exception>
 #include <memory>
 #include <source_location>
+#include <tuple>
 #include <utility>
 
 namespace dsp {
@@ -37,41 +43,51 @@ auto block_view(const V& v, std::pair<std::size_t, std::size_t> r, std::index_se
   return Kokkos::subview(v, range_or_all<I == Dim>(r)...);
 }
 
+template <class T>
+inline constexpr bool is_tuple_v = false;
+template <class... T>
+inline constexpr bool is_tuple_v<std::tuple<T...>> = true;
+
 template <class X>
-constexpr bool split_phase_ok() {
-  if constexpr (is_dist_tensor_v<X>) {
-    constexpr bool plain = !is_mesh_v<typename tensor_t<X>::communicator_type>;
-    static_assert(plain,
-                  "dsp::start_switch / start_gather / switch_each / gather_each: split-phase operations work on "
-                  "tensors of a plain communicator (not a dsp::Mesh).");
-    return plain;
-  }
-  return true;  // the primitive's own check reports a non-tensor
+const auto& first_of(const X& x) {
+  if constexpr (is_tuple_v<X>) return std::get<0>(x);
+  else return x;
 }
+template <class X, class F>
+void for_each_tensor(const X& x, F&& f) {
+  if constexpr (is_tuple_v<X>) std::apply([&](const auto&... t) { (f(t), ...); }, x);
+  else f(x);
+}
+template <class X>
+using first_t = std::remove_cvref_t<decltype(first_of(std::declval<const X&>()))>;
 }  // namespace detail
 
-/// A split-phase switch or gather in flight, from `start_switch` or
-/// `start_gather`. It keeps both tensors alive (they share their blocks with
-/// the caller's). Until the operation is waited for, the input must not be
-/// written and the output must not be read or written (except a block passed
-/// to an on-block function). Not copyable; movable.
+/// A split-phase operation in flight, from `start_redistribute`,
+/// `start_switch` or `start_gather`. It keeps the tensors alive (they share
+/// their blocks with the caller's). Until the operation is waited for, the
+/// inputs must not be written and the outputs must not be read or written
+/// (except a block passed to an on-block function). Not copyable; movable.
 ///
-/// `Dim` is the dim along which the blocks of the ranks land in the output
-/// (the input's sharded dim).
+/// X and Y are the input and output tensor types, or std::tuple<...> of them
+/// for a batch. `Dim` is the dim along which the blocks of the last step land
+/// in the output (its source dim; 0 when the output arrives as one block).
 template <class X, class Y, std::size_t Dim>
 class SplitPhase {
-  using M = typename X::memory_space;
-  using Comm = typename X::communicator_type;
+  using Y0 = detail::first_t<Y>;
+  using M = typename Y0::memory_space;
+  static constexpr bool batch = detail::is_tuple_v<Y>;
 
  public:
-  /// Internal: made by start_switch / start_gather. `what` and `loc` name the
-  /// call for the in-flight check (DSP_CHECK_IN_FLIGHT).
-  SplitPhase(X x, Y y, std::unique_ptr<detail::AsyncOp<M, Comm>> op, [[maybe_unused]] const char* what = "",
+  /// Internal: made by the start_* functions. `what` and `loc` name the call
+  /// for the in-flight check (DSP_CHECK_IN_FLIGHT).
+  SplitPhase(X x, Y y, std::unique_ptr<detail::Flight<M>> op, [[maybe_unused]] const char* what = "",
              [[maybe_unused]] const std::source_location& loc = std::source_location::current())
       : x_(std::move(x)), y_(std::move(y)), op_(std::move(op)) {
 #if DSP_CHECK_IN_FLIGHT
-    if (op_ && !op_->finished) {
-      detail::InFlightBlocks::get().mark(y_.unchecked_local().data(), detail::InFlightBlocks::site(what, loc));
+    if (op_ && !op_->finished()) {
+      const std::string site = detail::InFlightBlocks::site(what, loc);
+      detail::for_each_tensor(
+          y_, [&](const auto& t) { detail::InFlightBlocks::get().mark(t.unchecked_local().data(), site); });
       marked_ = true;
     }
 #endif
@@ -116,20 +132,22 @@ class SplitPhase {
   /// As wait(), calling `on_block(block, offsets, peer)` for every non-empty
   /// block of the output as it lands: this rank's own block first, then each
   /// peer's in arrival order. `block` is a Kokkos view of exactly that block
-  /// (a LayoutStride subview of the output), `offsets` its global index
-  /// (std::array<std::size_t, Rank>), `peer` the rank it came from. A
-  /// function that throws (anything) stops the calls on this rank; its error
-  /// reaches every rank at the end of wait, and this rank gets the exception
-  /// back.
+  /// (a LayoutStride subview of the output; for a batch, a std::tuple of one
+  /// such view per output, called once that peer's blocks of every tensor
+  /// have landed), `offsets` its global index (std::array<std::size_t,
+  /// Rank>), `peer` the rank it came from (in the mesh's world communicator).
+  /// A function that throws (anything) stops the calls on this rank; its
+  /// error reaches every rank at the end of wait, and this rank gets the
+  /// exception back.
   template <class F>
   void wait(F&& on_block) {
-    using Block = decltype(std::declval<const SplitPhase&>().block(0));
-    static_assert(std::is_invocable_v<F&, Block, const typename Y::extents_type&, int>,
-                  "dsp::SplitPhase::wait / switch_each / gather_each: the function is called as "
-                  "on_block(block, offsets, peer): a Kokkos::View of the landed block, its global offsets "
-                  "(std::array<std::size_t, Rank>) and the rank it came from (int); write it as "
-                  "[&](const auto& block, const auto& offsets, int peer) { ... }.");
-    if constexpr (std::is_invocable_v<F&, Block, const typename Y::extents_type&, int>) wait_impl(on_block);
+    using Block = decltype(std::declval<const SplitPhase&>().block(0, 0));
+    static_assert(std::is_invocable_v<F&, Block, const typename Y0::extents_type&, int>,
+                  "dsp::SplitPhase::wait / switch_each / gather_each / redistribute_each: the function is called as "
+                  "on_block(block, offsets, peer): a Kokkos::View of the landed block (a std::tuple of views for a "
+                  "batch), its global offsets (std::array<std::size_t, Rank>) and the rank it came from (int); write "
+                  "it as [&](const auto& block, const auto& offsets, int peer) { ... }.");
+    if constexpr (std::is_invocable_v<F&, Block, const typename Y0::extents_type&, int>) wait_impl(on_block);
   }
 
  private:
@@ -138,22 +156,14 @@ class SplitPhase {
     if (failure_) std::rethrow_exception(failure_);
     if (waited_ || !op_) return;
     try {
-      {
-        // A busy or timed-out communicator raises here, before anything
-        // completes: the handle is not waited then (a later wait may complete it).
-        detail::Busy busy(op_->comm, detail::op_name(op_->sig.op));
+      op_->complete(
+          [&](int peer, std::size_t off, std::size_t count) { on_block(block(off, count), offsets(off), peer); },
+          [&] {
+        // The communicator is taken: from here on blocks land, and the
+        // on-block function may look at the output.
         waited_ = true;
-        unmark();  // from here on blocks land; the on-block function may look at the output
-        const int me = op_->comm.rank();
-        if (op_->error.empty() && count(me) > 0 && block(me).size() > 0) {
-          try {
-            on_block(block(me), offsets(me), me);
-          } catch (...) {
-            op_->fail_current();
-          }
-        }
-        op_->complete([&](int peer) { on_block(block(peer), offsets(peer), peer); });
-      }
+        unmark();
+          });
       op_->settle();
     } catch (...) {
       if (waited_) failure_ = std::current_exception(), unmark();
@@ -168,24 +178,25 @@ class SplitPhase {
   const Y& output() const noexcept { return y_; }
 
  private:
-  std::size_t count(int peer) const {
-    return Partition{x_.global_extents()[Dim], std::size_t(op_->comm.size())}.count(std::size_t(peer));
+  template <class T>
+  static auto block_of(const T& t, std::size_t off, std::size_t count) {
+    return detail::block_view<Dim>(t.unchecked_local(), {off, off + count}, std::make_index_sequence<T::rank>{});
   }
-  std::pair<std::size_t, std::size_t> range(int peer) const {
-    const Partition p{x_.global_extents()[Dim], std::size_t(op_->comm.size())};
-    return {p.offset(std::size_t(peer)), p.offset(std::size_t(peer)) + p.count(std::size_t(peer))};
+  auto block(std::size_t off, std::size_t count) const {
+    if constexpr (batch)
+      return std::apply([&](const auto&... t) { return std::make_tuple(block_of(t, off, count)...); }, y_);
+    else return block_of(y_, off, count);
   }
-  auto block(int peer) const {
-    return detail::block_view<Dim>(y_.unchecked_local(), range(peer), std::make_index_sequence<Y::rank>{});
-  }
-  typename Y::extents_type offsets(int peer) const {
-    auto o = y_.local_offsets();
-    o[Dim] = range(peer).first;
+  typename Y0::extents_type offsets(std::size_t off) const {
+    auto o = detail::first_of(y_).local_offsets();
+    o[Dim] += off;
     return o;
   }
   void unmark() noexcept {
 #if DSP_CHECK_IN_FLIGHT
-    if (marked_) detail::InFlightBlocks::get().unmark(y_.unchecked_local().data());
+    if (marked_)
+      detail::for_each_tensor(y_,
+                              [](const auto& t) { detail::InFlightBlocks::get().unmark(t.unchecked_local().data()); });
 #endif
     marked_ = false;
   }
@@ -205,11 +216,44 @@ class SplitPhase {
 
   X x_;
   Y y_;
-  std::unique_ptr<detail::AsyncOp<M, Comm>> op_;
+  std::unique_ptr<detail::Flight<M>> op_;
   std::exception_ptr failure_;  // what a failed wait raised; raised again by test and wait
   bool waited_ = false;
-  bool marked_ = false;  // y's block is registered in flight (DSP_CHECK_IN_FLIGHT)
+  bool marked_ = false;  // the outputs' blocks are registered in flight (DSP_CHECK_IN_FLIGHT)
 };
+
+namespace detail {
+
+/// Starts `plan` on tensors xs into ys (tuples of references) and returns the
+/// handle. `Dim`: the plan's block dim.
+template <std::size_t Dim, class Xs, class Ys, std::size_t K>
+auto start_handle(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
+                  const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
+                  const long* dst_codes = nullptr) {
+  auto flight = start(op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes);
+  auto values = [](const auto& t) {
+    return std::apply([](const auto&... v) { return std::make_tuple(tensor_t<decltype(v)>(v)...); }, t);
+  };
+  if constexpr (std::tuple_size_v<Xs> == 1) {
+    using Xt = tensor_t<std::tuple_element_t<0, Xs>>;
+    using Yt = tensor_t<std::tuple_element_t<0, Ys>>;
+    return SplitPhase<Xt, Yt, Dim>(std::get<0>(xs), std::get<0>(ys), std::move(flight), op_name(std::uint32_t(op)),
+                                   loc);
+  } else {
+    using XT = decltype(values(xs));
+    using YT = decltype(values(ys));
+    return SplitPhase<XT, YT, Dim>(values(xs), values(ys), std::move(flight), op_name(std::uint32_t(op)), loc);
+  }
+}
+
+/// The tensors of an argument that is one tensor or a dsp::batch, as a tuple of references.
+template <class X>
+auto tie_of(X& x) {
+  if constexpr (is_batch_v<std::remove_cvref_t<X>>) return x.tensors;
+  else return std::tie(x);
+}
+
+}  // namespace detail
 
 /// Starts the switch of `x` (Sharded<i>) into the existing Sharded<D> tensor
 /// `y` and returns at once with a handle: dynamic_switch<D>(x, y) in two
@@ -217,49 +261,43 @@ class SplitPhase {
 /// before anything is posted. The own block is copied now; the other blocks
 /// travel point to point (MPI: nonblocking sends and receives) until wait().
 /// Backends without split-phase exchange (dsp::AsyncPeerExchange) run the
-/// whole switch here. Collective.
+/// whole switch here. `wire` as for dynamic_switch (float tensors).
+/// Collective.
 template <std::size_t D, class X, class Y>
-[[nodiscard]] auto start_switch(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::switch_into_ok<D, X, Y>() && detail::split_phase_ok<X>()) {
-    using Xt = detail::tensor_t<X>;
-    using M = typename Xt::memory_space;
-    detail::Signature sig = detail::signature_of(detail::Op::start_switch, x, long(D), loc);
-    std::string err = detail::check_output("dsp::start_switch", x, y);
-    if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
-    auto op =
-        detail::start_switch<M>(x.communicator(), sig, std::move(err),
-                                detail::SwitchArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type),
-                                                   x.global_extents(), Xt::layout_type::dim, D});
-    return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op), "dsp::start_switch", loc);
+[[nodiscard]] auto start_switch(const X& x, Y& y, Wire wire,
+                                std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::switch_into_ok<D, X, Y>()) {
+    static_assert(detail::wire_ok_for<X>(),
+                  "dsp::start_switch(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
+    static constexpr detail::MeshPlan<1> plan = detail::switch_plan(i, D);
+    return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
+                                                         wire, plan, std::array<long, 1>{long(i)}, loc);
   } else {
     return detail::Invalid{};
   }
 }
-
-/// Split-phase switches move elements exactly: this overload exists to say so
-/// when a wire type is passed (dsp::Wire is for dynamic_switch and gather).
 template <std::size_t D, class X, class Y>
-void start_switch(const X&, Y&, Wire, std::source_location = std::source_location::current()) {
-  static_assert(sizeof(X) == 0,
-                "dsp::start_switch / switch_each: split-phase operations move elements exactly; a low-precision "
-                "wire (dsp::Wire) applies to the blocking dynamic_switch(x[, y], wire) and gather(x[, y], wire).");
+[[nodiscard]] auto start_switch(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::switch_into_ok<D, X, Y>()) {
+    constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
+    static constexpr detail::MeshPlan<1> plan = detail::switch_plan(i, D);
+    return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
+                                                         Wire::exact, plan, std::array<long, 1>{long(i)}, loc);
+  } else {
+    return detail::Invalid{};
+  }
 }
 
 /// Starts the gather of `x` (Sharded<d>) into the existing Replicated tensor
 /// `y`; as start_switch.
 template <class X, class Y>
 [[nodiscard]] auto start_gather(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::gather_into_ok<X, Y>() && detail::split_phase_ok<X>()) {
-    using Xt = detail::tensor_t<X>;
-    using M = typename Xt::memory_space;
-    detail::Signature sig = detail::signature_of(detail::Op::start_gather, x, -1, loc);
-    std::string err = detail::check_output("dsp::start_gather", x, y);
-    if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
-    auto op =
-        detail::start_gather<M>(x.communicator(), sig, std::move(err),
-                                detail::GatherArgs{x.local().data(), y.local().data(), sizeof(typename Xt::value_type),
-                                                   x.global_extents(), Xt::layout_type::dim});
-    return SplitPhase<Xt, detail::tensor_t<Y>, Xt::layout_type::dim>(x, y, std::move(op), "dsp::start_gather", loc);
+  if constexpr (detail::gather_into_ok<X, Y>()) {
+    constexpr std::size_t d = detail::tensor_t<X>::layout_type::dim;
+    static constexpr detail::MeshPlan<1> plan = detail::gather_plan(d);
+    return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_gather, -1, std::tie(x), std::tie(y),
+                                                         Wire::exact, plan, std::array<long, 1>{long(d)}, loc);
   } else {
     return detail::Invalid{};
   }
@@ -278,6 +316,82 @@ void switch_each(const X& x, Y& y, F&& on_block, std::source_location loc = std:
 template <class X, class Y, class F>
 void gather_each(const X& x, Y& y, F&& on_block, std::source_location loc = std::source_location::current()) {
   auto h = start_gather(x, y, loc);
+  if constexpr (!std::is_same_v<decltype(h), detail::Invalid>) h.wait(std::forward<F>(on_block));
+}
+
+namespace detail {
+/// The compile-time rules of a split-phase redistribution of xs into ys (one
+/// tensor each, or batches).
+template <class To, class XA, class YA>
+constexpr bool start_redistribute_ok() {
+  if constexpr (is_batch_v<std::remove_cvref_t<XA>> || is_batch_v<std::remove_cvref_t<YA>>) {
+    static_assert(is_batch_v<std::remove_cvref_t<XA>> && is_batch_v<std::remove_cvref_t<YA>>,
+                  "dsp::start_redistribute / redistribute_each: pass two batches (dsp::batch(x...), dsp::batch(y...)) "
+                  "or two tensors.");
+    if constexpr (is_batch_v<std::remove_cvref_t<XA>> && is_batch_v<std::remove_cvref_t<YA>>)
+      return batch_redistribute_into_check<To, std::remove_cvref_t<XA>, std::remove_cvref_t<YA>>::value;
+    return false;
+  } else {
+    if constexpr (redistribute_ok<To, XA>()) return output_type_ok<YA, XA, relayout_t<XA, To>>();
+    return false;
+  }
+}
+template <class To, class XA>
+constexpr bool start_wire_ok() {
+  if constexpr (is_batch_v<std::remove_cvref_t<XA>>)
+    return wire_redistribute_ok<To, tensor_t<std::tuple_element_t<0, decltype(std::declval<XA&>().tensors)>>>();
+  else {
+    static_assert(wire_ok_for<XA>(),
+                  "dsp::start_redistribute(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    return wire_ok_for<XA>() && wire_redistribute_ok<To, XA>();
+  }
+}
+template <class To, class XA, class YA>
+auto start_redistribute_impl(const XA& xa, YA& ya, Wire wire, const std::source_location& loc) {
+  auto xs = tie_of(const_cast<XA&>(xa));
+  auto ys = tie_of(ya);
+  using X0 = tensor_t<std::tuple_element_t<0, decltype(xs)>>;
+  using P = plan_of<X0, To>;
+  return start_handle<block_dim(P::plan)>(Op::redistribute, 0, xs, ys, wire, P::plan, P::from, loc,
+                                          long(switch_algorithm()), P::to.data());
+}
+}  // namespace detail
+
+/// Starts redistribute<To>(x, y) and returns at once with a handle (see
+/// SplitPhase): the agreement check and every step but the last run now
+/// (errors raise here, on every rank, before anything is posted); the last
+/// step's own block is copied and its messages posted, to complete at
+/// wait(). `x` and `y` are tensors, or batches (dsp::batch(...)) of the same
+/// size. On backends without split-phase exchange, or when the last step is
+/// not a switch or a gather, everything runs here. Collective.
+template <class To, class XA, class YA>
+[[nodiscard]] auto start_redistribute(const XA& x, YA&& y, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::start_redistribute_ok<To, XA, std::remove_reference_t<YA>>())
+    return detail::start_redistribute_impl<To>(x, y, Wire::exact, loc);
+  else return detail::Invalid{};
+}
+/// As above, the elements of every switch and gather step on the wire as
+/// `wire` (float tensors; a plan with a reduction does not compile).
+template <class To, class XA, class YA>
+[[nodiscard]] auto start_redistribute(const XA& x, YA&& y, Wire wire,
+                                      std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::start_redistribute_ok<To, XA, std::remove_reference_t<YA>>() && detail::start_wire_ok<To, XA>())
+    return detail::start_redistribute_impl<To>(x, y, wire, loc);
+  else return detail::Invalid{};
+}
+
+/// redistribute<To>(x, y), calling `on_block(block, offsets, peer)` for each
+/// block of the last step as it lands (see SplitPhase::wait). Collective.
+template <class To, class XA, class YA, class F>
+void redistribute_each(const XA& x, YA&& y, F&& on_block, std::source_location loc = std::source_location::current()) {
+  auto h = start_redistribute<To>(x, y, loc);
+  if constexpr (!std::is_same_v<decltype(h), detail::Invalid>) h.wait(std::forward<F>(on_block));
+}
+/// As above, on a wire.
+template <class To, class XA, class YA, class F>
+void redistribute_each(const XA& x, YA&& y, F&& on_block, Wire wire,
+                       std::source_location loc = std::source_location::current()) {
+  auto h = start_redistribute<To>(x, y, wire, loc);
   if constexpr (!std::is_same_v<decltype(h), detail::Invalid>) h.wait(std::forward<F>(on_block));
 }
 

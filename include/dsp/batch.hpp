@@ -18,9 +18,9 @@
 // in flight together.
 #pragma once
 
-#include <dsp/engine/dispatch.hpp>
-#include <dsp/engine/packed.hpp>
 #include <dsp/layout.hpp>
+#include <dsp/operate.hpp>
+#include <dsp/plan/packed.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
@@ -101,87 +101,13 @@ struct batch_into_check<D, Batch<X...>, Batch<Y...>> {
   }();
 };
 
-template <class X>
-constexpr bool wire_ok_for() {
-  return std::is_same_v<typename tensor_t<X>::value_type, float>;
-}
-
-/// The bytes a view spans, [begin, end).
-template <class V>
-std::pair<const unsigned char*, const unsigned char*> byte_range(const V& v) {
-  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
-  return {b, v.size() == 0 ? b : b + v.span() * sizeof(typename V::value_type)};
-}
-inline bool ranges_overlap(std::pair<const unsigned char*, const unsigned char*> a,
-                           std::pair<const unsigned char*, const unsigned char*> b) {
-  return a.first != a.second && b.first != b.second && a.first < b.second && b.first < a.second;
-}
-
-/// The local checks of a batch switch (every output, every pair of tensors);
-/// the first failure as text, or "". `status` says what failed: an output
-/// (bad_output) or the batch's arguments (bad_argument), for the other ranks' message.
-template <class Xs, class Ys, std::size_t... I>
-std::string check_batch(const char* op, const Xs& xs, const Ys& ys, Wire wire, Status& status,
-                        std::index_sequence<I...>) {
-  status = Status::bad_output;
-  constexpr std::size_t n = sizeof...(I);
-  const auto& x0 = std::get<0>(xs);
-  auto who = [&] { return std::string(op) + " (rank " + std::to_string(x0.communicator().rank()) + ")"; };
-  std::string err;
-  auto first = [&](const std::string& e) {
-    if (err.empty()) err = e;
-  };
-  (first(check_output(op, std::get<I>(xs), std::get<I>(ys))), ...);
-  if (!err.empty()) return err;
-  status = Status::bad_argument;
-  const std::array<bool, n> extents_ok{(std::get<I>(xs).global_extents() == x0.global_extents())...};
-  const std::array<bool, n> group_ok{same_group(std::get<I>(xs).communicator(), x0.communicator())...};
-  const std::array<bool, n> float_ok{wire_ok_for<std::tuple_element_t<I, Xs>>()...};
-  const std::array<std::pair<const unsigned char*, const unsigned char*>, n> in{byte_range(std::get<I>(xs).local())...};
-  const std::array<std::pair<const unsigned char*, const unsigned char*>, n> out{
-      byte_range(std::get<I>(ys).local())...};
-  for (std::size_t t = 0; t < n && err.empty(); ++t) {
-    const std::string k = std::to_string(t);
-    if (!extents_ok[t])
-      first(who() + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
-            "tensors of equal extents");
-    else if (!group_ok[t]) first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
-    else if (wire != Wire::exact && !float_ok[t])
-      first(who() + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not");
-    for (std::size_t u = 0; u < n && err.empty(); ++u)
-      if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
-        status = Status::bad_output, first(who() + ": output " + k + " shares memory with " +
-                                           (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
-                                           " of the batch; dsp does not work in place");
-  }
-  return err;
-}
-
-template <class... X>
-using tuple_of_tensors = std::tuple<tensor_t<X>...>;
-
-/// Runs the packed switch of tensors xs into ys. Collective.
-template <std::size_t D, Op op, class Xs, class Ys, std::size_t... I>
-void packed_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc,
-                        std::index_sequence<I...> seq) {
-  using X0 = std::remove_cvref_t<std::tuple_element_t<0, Xs>>;
-  const auto& x0 = std::get<0>(xs);
-  Signature sig = op == Op::batch_switch ? Signature{} : signature_of(op, x0, long(D), loc);
-  if constexpr (op == Op::batch_switch) {
-    sig = make_signature<typename X0::value_type>(op, x0.global_extents(), 0, long(D), loc);
-    set_types<typename std::remove_cvref_t<std::tuple_element_t<I, Xs>>::value_type...>(sig);
-    X0::set_layouts(sig, x0.communicator());
-    sig.arg = static_cast<std::int64_t>(sizeof...(I));
-  }
-  sig.wire = static_cast<std::uint32_t>(wire);
-  Status failed = Status::ok;
-  std::string err = check_batch(op_name(static_cast<std::uint32_t>(op)), xs, ys, wire, failed, seq);
-  if (!err.empty()) sig.status = static_cast<std::uint32_t>(failed);
-  const std::array<PackedItem, sizeof...(I)> items{
-      PackedItem{std::get<I>(xs).local().data(), std::get<I>(ys).local().data(),
-                 sizeof(typename std::remove_cvref_t<std::tuple_element_t<I, Xs>>::value_type)}...};
-  run_packed<typename X0::memory_space>(x0.communicator(), sig, std::move(err),
-                                        PackedArgs{items, x0.global_extents(), X0::layout_type::dim, D, wire});
+/// A batch switch of tensors xs into ys (tuples of references). Collective.
+template <std::size_t D, class Xs, class Ys>
+void batch_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc) {
+  constexpr std::size_t i = tensor_t<std::tuple_element_t<0, Xs>>::layout_type::dim;
+  static constexpr MeshPlan<1> plan = switch_plan(i, D);
+  operate(Op::batch_switch, long(D), xs, ys, wire, plan, std::array<long, 1>{long(i)}, loc,
+          long(std::tuple_size_v<Xs>));
 }
 
 }  // namespace detail
@@ -200,7 +126,7 @@ auto dynamic_switch(Batch<X...> xs, Wire wire = Wire::exact,
           detail::allocate_output<detail::relayout_t<X, Sharded<D>>>(x, detail::Op::batch_switch, long(D), loc)...};
         },
         xs.tensors)};
-    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys, wire, loc, std::index_sequence_for<X...>{});
+    detail::batch_switch_into<D>(xs.tensors, ys, wire, loc);
     return ys;
   } else {
     return detail::Invalid{};
@@ -213,8 +139,7 @@ template <std::size_t D, class... X, class... Y>
 void dynamic_switch(Batch<X...> xs, Batch<Y...> ys, Wire wire = Wire::exact,
                     std::source_location loc = std::source_location::current()) {
   if constexpr (detail::batch_into_check<D, Batch<X...>, Batch<Y...>>::value)
-    detail::packed_switch_into<D, detail::Op::batch_switch>(xs.tensors, ys.tensors, wire, loc,
-                                                            std::index_sequence_for<X...>{});
+    detail::batch_switch_into<D>(xs.tensors, ys.tensors, wire, loc);
 }
 
 /// dynamic_switch<D>(x) with the elements on the wire as `wire` (x must hold
@@ -240,9 +165,7 @@ void dynamic_switch(const X& x, Y& y, Wire wire, std::source_location loc = std:
                   "dsp::dynamic_switch(x, wire) and (x, y, wire): a wire type applies to float tensors "
                   "(dsp::Wire, wire.hpp).");
     if constexpr (detail::wire_ok_for<X>()) {
-      if (wire == Wire::exact) return dynamic_switch<D>(x, y, loc);
-      detail::packed_switch_into<D, detail::Op::dynamic_switch>(std::tie(x), std::tie(y), wire, loc,
-                                                                std::index_sequence<0>{});
+      detail::switch_into<D>(x, y, wire, loc);
     }
   }
 }
@@ -270,15 +193,7 @@ void gather(const X& x, Y& y, Wire wire, std::source_location loc = std::source_
     static_assert(detail::wire_ok_for<X>(),
                   "dsp::gather(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
     if constexpr (detail::wire_ok_for<X>()) {
-      if (wire == Wire::exact) return gather(x, y, loc);
-      using Xt = detail::tensor_t<X>;
-      detail::Signature sig = detail::signature_of(detail::Op::gather, x, -1, loc);
-      sig.wire = static_cast<std::uint32_t>(wire);
-      std::string err = detail::check_output("dsp::gather", x, y);
-      if (!err.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
-      detail::run_wire_gather<typename Xt::memory_space>(x.communicator(), sig, std::move(err), x.local().data(),
-                                                         y.local().data(), x.global_extents(), Xt::layout_type::dim,
-                                                         wire);
+      detail::gather_into(x, y, wire, loc);
     }
   }
 }

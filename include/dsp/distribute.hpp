@@ -5,9 +5,11 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/dispatch.hpp>
-#include <dsp/engine/engine.hpp>
+#include <dsp/engine/api.hpp>
+#include <dsp/engine/busy.hpp>
+#include <dsp/group.hpp>
 #include <dsp/layout.hpp>
+#include <dsp/operate.hpp>
 #include <dsp/tensor.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -102,7 +104,8 @@ auto distribute(const Comm& comm, const V& source, int root = 0,
     }
     long d = -1;
     if constexpr (is_sharded_v<L>) d = static_cast<long>(L::dim);
-    detail::run_from_root<M>(c, sig, err,
+    detail::PortOf<Comm, M> port(c);
+    detail::run_from_root<M>(port, sig, err,
                              detail::RootArgs{p == root ? source.data() : nullptr, out ? out->local().data() : nullptr,
                                               sizeof(T), global, d, root});
     return *out;

@@ -4,7 +4,7 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/engine.hpp>
+#include <dsp/engine/busy.hpp>
 #include <dsp/error.hpp>
 
 #include <source_location>

@@ -4,10 +4,10 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/engine.hpp>
-#include <dsp/engine/group.hpp>
+#include <dsp/engine/busy.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
+#include <dsp/group.hpp>
 #include <dsp/plan/redistribute.hpp>
 
 #include <array>

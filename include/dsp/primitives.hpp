@@ -5,13 +5,16 @@
 //   gather            Sharded<i> -> Replicated   one all-gather
 // Each comes allocating (returns the output) and into an existing output.
 // None modifies its input, also on error. These are thin typed front ends:
-// each checks its rules at compile time in one place (below), then hands the
-// tensors to the engine (engine/dispatch.hpp).
+// each checks its rules at compile time in one place (below), then runs the
+// one operation of every front end (operate.hpp) with the one-step plan of
+// its primitive.
 #pragma once
 
-#include <dsp/engine/dispatch.hpp>
 #include <dsp/layout.hpp>
+#include <dsp/operate.hpp>
+#include <dsp/plan/redistribute.hpp>
 #include <dsp/tensor.hpp>
+#include <dsp/wire.hpp>
 
 #include <cstddef>
 #include <source_location>
@@ -83,6 +86,35 @@ constexpr bool split_into_ok() {
   return false;
 }
 
+/// The one-step plan of a primitive on a plain communicator (the mesh of one
+/// axis): a switch i -> j (none when i == j: a copy), or a gather of dim d.
+constexpr MeshPlan<1> switch_plan(std::size_t i, std::size_t j) {
+  MeshPlan<1> p;
+  p.found = true;
+  if (i != j) p.steps[0] = MeshStep{StepKind::switch_dims, 0, long(i), long(j)}, p.size = 1;
+  return p;
+}
+constexpr MeshPlan<1> gather_plan(std::size_t d) {
+  MeshPlan<1> p;
+  p.found = true;
+  p.steps[0] = MeshStep{StepKind::gather, 0, long(d), -1}, p.size = 1;
+  return p;
+}
+
+template <std::size_t D, class X, class Y>
+void switch_into(const X& x, Y& y, Wire wire, const std::source_location& loc) {
+  constexpr std::size_t i = tensor_t<X>::layout_type::dim;
+  static constexpr MeshPlan<1> plan = switch_plan(i, D);
+  operate(Op::dynamic_switch, long(D), std::tie(x), std::tie(y), wire, plan, std::array<long, 1>{long(i)}, loc);
+}
+
+template <class X, class Y>
+void gather_into(const X& x, Y& y, Wire wire, const std::source_location& loc) {
+  constexpr std::size_t d = tensor_t<X>::layout_type::dim;
+  static constexpr MeshPlan<1> plan = gather_plan(d);
+  operate(Op::gather, -1, std::tie(x), std::tie(y), wire, plan, std::array<long, 1>{long(d)}, loc);
+}
+
 }  // namespace detail
 
 /// Moves the shard of `x` (`Sharded<i>`) to dim D: one all-to-all (none when
@@ -97,7 +129,7 @@ auto dynamic_switch(const X& x, std::source_location loc = std::source_location:
   if constexpr (detail::switch_ok<D, X>()) {
     using Y = detail::relayout_t<X, Sharded<D>>;
     Y y = detail::allocate_output<Y>(x, detail::Op::dynamic_switch, long(D), loc);
-    detail::switch_into<D>(x, y, loc);
+    detail::switch_into<D>(x, y, Wire::exact, loc);
     return y;
   } else {
     return detail::Invalid{};
@@ -109,7 +141,7 @@ auto dynamic_switch(const X& x, std::source_location loc = std::source_location:
 /// allocates nothing. Collective; an invalid `y` on any rank throws on all.
 template <std::size_t D, class X, class Y>
 void dynamic_switch(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::switch_into_ok<D, X, Y>()) detail::switch_into<D>(x, y, loc);
+  if constexpr (detail::switch_into_ok<D, X, Y>()) detail::switch_into<D>(x, y, Wire::exact, loc);
 }
 
 /// Gathers a `Sharded<i>` tensor so every rank holds all of it: one all-gather.
@@ -119,7 +151,7 @@ auto gather(const X& x, std::source_location loc = std::source_location::current
   if constexpr (detail::gather_ok<X>()) {
     using Y = detail::relayout_t<X, Replicated>;
     Y y = detail::allocate_output<Y>(x, detail::Op::gather, -1, loc);
-    detail::gather_into(x, y, loc);
+    detail::gather_into(x, y, Wire::exact, loc);
     return y;
   } else {
     return detail::Invalid{};
@@ -129,7 +161,7 @@ auto gather(const X& x, std::source_location loc = std::source_location::current
 /// As above, into an existing Replicated tensor `y`. Collective.
 template <class X, class Y>
 void gather(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::gather_into_ok<X, Y>()) detail::gather_into(x, y, loc);
+  if constexpr (detail::gather_into_ok<X, Y>()) detail::gather_into(x, y, Wire::exact, loc);
 }
 
 /// Keeps this rank's block of dim D of a Replicated tensor: a local slice, no
@@ -139,7 +171,7 @@ auto split(const X& x) {
   if constexpr (detail::split_ok<D, X>()) {
     using Y = detail::relayout_t<X, Sharded<D>>;
     Y y = Y::uninitialized(x.communicator(), x.global_extents());
-    detail::split_into<D>(x, y);
+    detail::split_into(x, y, D);
     return y;
   } else {
     return detail::Invalid{};
@@ -151,7 +183,7 @@ auto split(const X& x) {
 /// communicator, or one that shares memory with `x`.
 template <std::size_t D, class X, class Y>
 void split(const X& x, Y& y) {
-  if constexpr (detail::split_into_ok<D, X, Y>()) detail::split_into<D>(x, y);
+  if constexpr (detail::split_into_ok<D, X, Y>()) detail::split_into(x, y, D);
 }
 
 }  // namespace dsp

@@ -10,15 +10,16 @@
 //   static_assert(P::size() == 1);
 #pragma once
 
+#include <dsp/batch.hpp>
 #include <dsp/comm/concepts.hpp>
 #include <dsp/cost.hpp>
-#include <dsp/engine/dispatch.hpp>
-#include <dsp/engine/redistribute.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mesh.hpp>
+#include <dsp/operate.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
+#include <dsp/wire.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -32,28 +33,9 @@
 namespace dsp {
 namespace detail {
 
-/// The reduce type of an element type, for Partial placements.
-template <class T>
-constexpr int reduce_type_code() {
-  if constexpr (std::is_same_v<T, float>) return int(ReduceType::f32);
-  else if constexpr (std::is_same_v<T, double>) return int(ReduceType::f64);
-  else if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 4) return int(ReduceType::i32);
-  else if constexpr (std::is_integral_v<T> && std::is_signed_v<T> && sizeof(T) == 8) return int(ReduceType::i64);
-  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) == 4) return int(ReduceType::u32);
-  else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) == 8) return int(ReduceType::u64);
-  else if constexpr (std::is_same_v<T, Kokkos::complex<float>> || std::is_same_v<T, std::complex<float>>)
-    return int(ReduceType::c64);
-  else if constexpr (std::is_same_v<T, Kokkos::complex<double>> || std::is_same_v<T, std::complex<double>>)
-    return int(ReduceType::c128);
-  else return -1;
-}
 template <class T>
 constexpr bool is_complex_reduce_v = reduce_type_code<T>() == int(ReduceType::c64) || reduce_type_code<T>() ==
                                                                                           int(ReduceType::c128);
-
-/// The placement codes of a layout and the number of axes.
-template <class L>
-inline constexpr auto codes_v = placement_codes<L>::value;
 
 /// Whether any code is a Partial one, and whether any is Partial<Max|Min>.
 template <std::size_t K>
@@ -210,22 +192,47 @@ constexpr bool redistribute_ok() {
 template <class X, class To>
 using plan_of = redistribute_plan<typename tensor_t<X>::layout_type, To, tensor_t<X>::rank>;
 
-template <class To, class X, class Y>
-void redistribute_into(const X& x, Y& y, const std::source_location& loc, const MeshPlan<plan_of<X, To>::axes>& plan) {
-  using Xt = tensor_t<X>;
-  using T = typename Xt::value_type;
-  using G = typename Xt::communicator_type;
-  using P = plan_of<X, To>;
-  Signature sig = make_signature<T>(Op::redistribute, x.global_extents(), 0, 0, loc);
-  Xt::set_layouts(sig, x.communicator());
-  for (std::size_t a = 0; a < P::axes; ++a) sig.dst_layout[a] = P::to[a];
-  sig.arg = static_cast<std::int64_t>(switch_algorithm());
-  std::string err = check_output("dsp::redistribute", x, y);
-  if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
-  constexpr int rt = reduce_type_code<T>();
-  run_redistribute<typename Xt::memory_space, G>(
-      x.communicator(), sig, std::move(err), plan, P::from, x.global_extents(),
-      RedistributeArgs{x.local().data(), y.local().data(), sizeof(T), static_cast<ReduceType>(rt < 0 ? 0 : rt)});
+/// Whether a plan has a reduction step (a low-precision wire cannot carry one).
+template <std::size_t K>
+constexpr bool plan_reduces(const MeshPlan<K>& plan) {
+  for (const MeshStep& st : plan)
+    if (st.kind == StepKind::all_reduce || st.kind == StepKind::reduce_scatter) return true;
+  return false;
+}
+
+/// The dim along which the last step of a plan delivers its blocks (its
+/// source dim: a switch's or a gather's), or 0 when the last step is neither
+/// (then the output arrives as one block).
+template <std::size_t K>
+constexpr std::size_t block_dim(const MeshPlan<K>& plan) {
+  if (plan.size == 0) return 0;
+  const MeshStep& st = plan.steps[plan.size - 1];
+  return st.kind == StepKind::switch_dims || st.kind == StepKind::gather ? std::size_t(st.from) : 0;
+}
+
+/// Runs `plan` on tensors xs into ys (tuples of references) as a
+/// redistribution. Collective over their mesh or communicator.
+template <class To, class Xs, class Ys, std::size_t K>
+void redistribute_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc,
+                       const MeshPlan<K>& plan) {
+  using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
+  using P = plan_of<X0, To>;
+  operate(Op::redistribute, 0, xs, ys, wire, plan, P::from, loc, long(switch_algorithm()), P::to.data());
+}
+
+/// The rules a wire adds: float tensors (for a batch, checked at run time:
+/// element types may differ), and no reduction in the plan.
+template <class To, class X>
+constexpr bool wire_redistribute_ok() {
+  if constexpr (redistribute_ok<To, X>()) {
+    constexpr bool reduces = plan_reduces(plan_of<X, To>::plan);
+    static_assert(!reduces,
+                  "dsp::redistribute(x, wire): the plan has a reduction (a Partial placement); a reduction's sum "
+                  "cannot travel on a low-precision wire (its error would grow with the number of ranks), so "
+                  "reduce first with an exact redistribute.");
+    return !reduces;
+  }
+  return false;
 }
 
 /// Whether redistribute<To> of a plain communicator's tensor is one of the
@@ -261,7 +268,7 @@ auto redistribute(const X& x, std::source_location loc = std::source_location::c
     } else {
       using Y = detail::relayout_t<X, To>;
       Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
-      detail::redistribute_into<To>(x, y, loc, detail::plan_of<X, To>::plan);
+      detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, detail::plan_of<X, To>::plan);
       return y;
     }
   } else {
@@ -281,9 +288,145 @@ void redistribute(const X& x, Y& y, std::source_location loc = std::source_locat
         else if constexpr (is_replicated_v<To>) gather(x, y, loc);
         else dynamic_switch<To::dim>(x, y, loc);
       } else {
-        detail::redistribute_into<To>(x, y, loc, detail::plan_of<X, To>::plan);
+        detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, detail::plan_of<X, To>::plan);
       }
     }
+  }
+}
+
+/// redistribute<To>(x) with the elements of every switch and gather step on
+/// the wire as `wire` (x must hold float; a plan with a reduction does not
+/// compile). Each such step rounds once (wire.hpp): bf16 and fp16 rounding is
+/// idempotent, so a multi-step plan keeps one step's bound; fp8's bound holds
+/// per step. Wire::exact is the plain redistribute. Collective.
+template <class To, class X>
+auto redistribute(const X& x, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::wire_redistribute_ok<To, X>()) {
+    static_assert(detail::wire_ok_for<X>(),
+                  "dsp::redistribute(x, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    using Y = detail::relayout_t<X, To>;
+    Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
+    redistribute<To>(x, y, wire, loc);
+    return y;
+  } else {
+    return detail::Invalid{};
+  }
+}
+
+/// redistribute<To>(x, y) on a wire; as above.
+template <class To, class X, class Y>
+void redistribute(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::wire_redistribute_ok<To, X>()) {
+    static_assert(detail::wire_ok_for<X>(),
+                  "dsp::redistribute(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+    if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>() && detail::wire_ok_for<X>())
+      detail::redistribute_into<To>(std::tie(x), std::tie(y), wire, loc, detail::plan_of<X, To>::plan);
+  }
+}
+
+namespace detail {
+/// The rules of a batch redistribution: 1 to 16 tensors of one layout, tensor
+/// rank, communicator (or mesh) type and memory space; element types may
+/// differ. Each rule a sentence.
+template <class To, class... X>
+constexpr bool batch_redistribute_ok() {
+  constexpr std::size_t n = sizeof...(X);
+  static_assert(n >= 1 && n <= kMaxBatch, "dsp::batch: a batch holds 1 to 16 tensors.");
+  if constexpr (n >= 1 && n <= kMaxBatch) {
+    static_assert((is_dist_tensor_v<X> && ...), "dsp::batch: every argument must be a dsp::DistTensor.");
+    if constexpr ((is_dist_tensor_v<X> && ...)) {
+      using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+      constexpr bool same = ((tensor_t<X>::rank == X0::rank &&
+                              std::is_same_v<typename tensor_t<X>::layout_type, typename X0::layout_type> &&
+                              std::is_same_v<typename tensor_t<X>::communicator_type, typename X0::communicator_type> &&
+                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>)&&...);
+      static_assert(same,
+                    "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
+                    "(or mesh) type and the memory space (element types may differ).");
+      if constexpr (same) return redistribute_ok<To, X0>();
+    }
+  }
+  return false;
+}
+
+template <class To, class XB, class YB>
+struct batch_redistribute_into_check : std::false_type {};
+template <class To, class... X, class... Y>
+struct batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>> {
+  static constexpr bool value = [] {
+    if constexpr (batch_redistribute_ok<To, X...>()) {
+      if constexpr (sizeof...(X) == sizeof...(Y)) {
+        return (output_type_ok<Y, X, relayout_t<X, To>>() && ...);
+      } else {
+        static_assert(sizeof...(X) == sizeof...(Y),
+                      "dsp::redistribute<To>(batch(x...), batch(y...)): the two batches must hold as many tensors.");
+        return false;
+      }
+    }
+    return false;
+  }();
+};
+}  // namespace detail
+
+namespace detail {
+template <class To, class... X>
+auto batch_redistribute(Batch<X...> xs, Wire wire, const std::source_location& loc) {
+  using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+  std::tuple<relayout_t<X, To>...> ys{std::apply(
+      [&](const auto&... x) {
+    return std::tuple<relayout_t<X, To>...>{allocate_output<relayout_t<X, To>>(x, Op::redistribute, 0, loc)...};
+      },
+      xs.tensors)};
+  redistribute_into<To>(xs.tensors, ys, wire, loc, plan_of<X0, To>::plan);
+  return ys;
+}
+template <class To, class... X>
+constexpr bool batch_wire_ok() {
+  if constexpr (batch_redistribute_ok<To, X...>())
+    return wire_redistribute_ok<To, tensor_t<std::tuple_element_t<0, std::tuple<X...>>>>();
+  return false;
+}
+}  // namespace detail
+
+/// Moves every tensor of the batch `xs` to layout To, step by step, each
+/// step's exchanges of all the tensors posted together (one packed exchange,
+/// or each tensor's own point-to-point exchange in flight at once), with one
+/// agreement check for the whole call. Returns the new tensors as a
+/// std::tuple, in order. Errors as redistribute: on every rank, the inputs
+/// unchanged. Collective.
+template <class To, class... X>
+auto redistribute(Batch<X...> xs, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::batch_redistribute_ok<To, X...>()) return detail::batch_redistribute<To>(xs, Wire::exact, loc);
+  else return detail::Invalid{};
+}
+
+/// As above, the elements of every switch and gather step on the wire as
+/// `wire` (every tensor float, checked on every rank; a plan with a
+/// reduction does not compile).
+template <class To, class... X>
+auto redistribute(Batch<X...> xs, Wire wire, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::batch_wire_ok<To, X...>()) return detail::batch_redistribute<To>(xs, wire, loc);
+  else return detail::Invalid{};
+}
+
+/// As above, into the existing tensors of the batch `ys` (one per input, in
+/// order, each of layout To). Once warm, it allocates nothing. Collective.
+template <class To, class... X, class... Y>
+void redistribute(Batch<X...> xs, Batch<Y...> ys, std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value) {
+    using X0 = detail::tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+    detail::redistribute_into<To>(xs.tensors, ys.tensors, Wire::exact, loc, detail::plan_of<X0, To>::plan);
+  }
+}
+
+/// As above, on a wire.
+template <class To, class... X, class... Y>
+void redistribute(Batch<X...> xs, Batch<Y...> ys, Wire wire,
+                  std::source_location loc = std::source_location::current()) {
+  if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value &&
+                detail::batch_wire_ok<To, X...>()) {
+    using X0 = detail::tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+    detail::redistribute_into<To>(xs.tensors, ys.tensors, wire, loc, detail::plan_of<X0, To>::plan);
   }
 }
 
@@ -373,7 +516,7 @@ auto redistribute_axis(const X& x, std::source_location loc = std::source_locati
     using Pl = detail::plan_of<X, To>;
     constexpr detail::MeshPlan<Pl::axes> one = detail::one_step<A, detail::layout_code<P>()>(Pl::from);
     Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
-    detail::redistribute_into<To>(x, y, loc, one);
+    detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, one);
     return y;
   } else {
     return detail::Invalid{};

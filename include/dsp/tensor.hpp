@@ -5,9 +5,10 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/engine.hpp>
+#include <dsp/engine/busy.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
+#include <dsp/group.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mesh.hpp>
 #include <dsp/partition.hpp>

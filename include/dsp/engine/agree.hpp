@@ -15,10 +15,12 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/comm/port.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/switch.hpp>
 #include <dsp/settings.hpp>
 #include <dsp/wire.hpp>
 
@@ -31,6 +33,7 @@
 #include <source_location>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace dsp::detail {
@@ -92,40 +95,6 @@ inline const char* op_name(std::uint32_t op) {
     case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
   }
   return "an unknown operation";
-}
-
-/// The communication path a rank resolved for a collective.
-enum class Path : std::uint32_t {
-  none = 0,
-  identity,   // a local copy
-  alltoall,   // equal-count all-to-all
-  alltoallv,  // all-to-all-v
-  pairwise,   // point-to-point run exchange
-  datatypes,  // typed run exchange (all-to-all-w)
-  allgather,  // all-gather(v)
-  peer_gather,
-  broadcast,
-  scatter,
-  per_tensor,  // a batch: each tensor its own pairwise or datatypes exchange
-  sections,    // a batch: packed chunks as point-to-point messages (packed_message_bytes)
-};
-
-inline const char* path_name(std::uint32_t p) {
-  switch (static_cast<Path>(p)) {
-    case Path::none: return "none";
-    case Path::identity: return "identity copy";
-    case Path::alltoall: return "alltoall";
-    case Path::alltoallv: return "alltoallv";
-    case Path::pairwise: return "pairwise";
-    case Path::datatypes: return "datatypes";
-    case Path::allgather: return "allgather";
-    case Path::peer_gather: return "point-to-point gather";
-    case Path::broadcast: return "broadcast";
-    case Path::scatter: return "scatter";
-    case Path::per_tensor: return "per-tensor pairwise and datatypes";
-    case Path::sections: return "packed point-to-point messages";
-  }
-  return "unknown";
 }
 
 /// Why a rank could not take part; the rank that failed knows the details.
@@ -493,8 +462,7 @@ inline Deadline deadline_after(std::chrono::milliseconds d) {
 /// others a MismatchError naming the failing rank. With checks off, a local
 /// failure throws on this rank only. With a collective deadline, ranks that
 /// wait past it raise TimeoutError.
-template <class Comm>
-void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
+inline void agree(Port& comm, const Signature& mine, const std::string& local_error) {
   if (mine.status == 0 && !settings_ok()) {
     // A bad setting from the environment fails here, before communicating,
     // as any local failure does, so every rank raises.
@@ -515,7 +483,7 @@ void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
   // Both exchanges below honour the deadline: a rank that got every digest
   // may meet, in the second one, a rank that gave up in the first.
   const auto gather = [&](const void* send, void* recv, std::size_t bytes) {
-    if constexpr (DeadlineControl<Comm>) {
+    if (comm.caps().deadline) {
       if (const auto deadline = collective_deadline(); deadline.count() > 0) {
         const std::vector<int> missing = comm.control_all_gather_until(send, recv, bytes, deadline_after(deadline));
         if (missing.empty()) return;
@@ -561,6 +529,13 @@ void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
   std::string why = describe_disagreement(sigs);
   if (why.empty()) why = "the ranks' calls differ in a field dsp cannot name (their digests differ)";
   throw MismatchError(std::string(op) + ": " + why + "; nothing was communicated and the input is unchanged");
+}
+
+/// agree() on a communicator of any type (through its Port).
+template <class Comm>
+requires(!std::is_base_of_v<Port, Comm>) void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
+  PortOf<Comm> port(comm);
+  agree(static_cast<Port&>(port), mine, local_error);
 }
 
 }  // namespace dsp::detail

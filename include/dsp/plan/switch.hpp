@@ -14,12 +14,47 @@
 #include <array>
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <variant>
 #include <vector>
 
 namespace dsp::detail {
+
+/// The communication path a rank resolved for a collective.
+enum class Path : std::uint32_t {
+  none = 0,
+  identity,   // a local copy
+  alltoall,   // equal-count all-to-all
+  alltoallv,  // all-to-all-v
+  pairwise,   // point-to-point run exchange
+  datatypes,  // typed run exchange (all-to-all-w)
+  allgather,  // all-gather(v)
+  peer_gather,
+  broadcast,
+  scatter,
+  per_tensor,  // a batch: each tensor its own pairwise or datatypes exchange
+  sections,    // a batch: packed chunks as point-to-point messages (packed_message_bytes)
+};
+
+inline const char* path_name(std::uint32_t p) {
+  switch (static_cast<Path>(p)) {
+    case Path::none: return "none";
+    case Path::identity: return "identity copy";
+    case Path::alltoall: return "alltoall";
+    case Path::alltoallv: return "alltoallv";
+    case Path::pairwise: return "pairwise";
+    case Path::datatypes: return "datatypes";
+    case Path::allgather: return "allgather";
+    case Path::peer_gather: return "point-to-point gather";
+    case Path::broadcast: return "broadcast";
+    case Path::scatter: return "scatter";
+    case Path::per_tensor: return "per-tensor pairwise and datatypes";
+    case Path::sections: return "packed point-to-point messages";
+  }
+  return "unknown";
+}
 
 /// i == j: one local copy of the block.
 struct IdentityPlan {
@@ -225,6 +260,17 @@ inline PeerPlan plan_peer_switch(std::span<const std::size_t> global, std::size_
   plan.self = {f.r.runs(f.pi.offset(p), f.pi.count(p)), f.s.runs(f.pj.offset(p), f.pj.count(p)),
                f.s.elems(f.pj.count(p))};
   return plan;
+}
+
+/// The path a switch plan takes, for the agreement check.
+inline Path path_of(const SwitchPlan& p) {
+  switch (p.index()) {
+    case 0: return Path::identity;
+    case 1: return Path::alltoall;
+    case 2: return Path::alltoallv;
+    case 3: return Path::pairwise;
+    default: return Path::datatypes;
+  }
 }
 
 /// The plan of a resolved algorithm (IdentityPlan when i == j).

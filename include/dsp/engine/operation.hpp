@@ -1,0 +1,638 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: the one operation every front end runs. What moves (one tensor or a
+// batch of up to 16, element types may differ), to which placement (a plan
+// of steps, each one collective or none on one mesh axis; a plain
+// communicator is the mesh of one axis), on which wire, and completed how:
+// blocking (run_operation), or split-phase (start_operation returns a Flight
+// that completes later, reporting the last step's blocks as they land).
+//
+// Generic in the memory space only: communicators are Ports, tensors are
+// PackedItems (pointers and element sizes), the plan and the extents are
+// values. So every element type, tensor rank, layout, batch size and backend
+// runs the same engine code, compiled once per memory space.
+//
+//   prepare  every step's plan and workspace, the blocks between steps; a
+//            local failure is recorded, not thrown;
+//   agree    one agreement check on the world communicator, for the whole
+//            operation: every rank goes on, or every rank raises;
+//   execute  the steps in turn; a batch moves step by step, each step's
+//            exchanges of all its tensors posted together (one packed
+//            exchange, or each tensor's point-to-point exchange in flight at
+//            once); split-phase: the last step is posted and completes in
+//            Flight::complete.
+#pragma once
+
+#include <dsp/comm/port.hpp>
+#include <dsp/engine/agree.hpp>
+#include <dsp/engine/api.hpp>
+#include <dsp/engine/engine.hpp>
+#include <dsp/engine/packed.hpp>
+#include <dsp/engine/workspace.hpp>
+#include <dsp/kernels/convert.hpp>
+#include <dsp/kernels/copy.hpp>
+#include <dsp/partition.hpp>
+#include <dsp/plan/packed.hpp>
+#include <dsp/plan/redistribute.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <array>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dsp::detail {
+
+/// The extents of this rank's box under placement `codes` (the nested rule).
+inline std::array<std::size_t, kMaxRank> box_count(std::span<const std::size_t> global, std::span<const long> codes,
+                                                   std::span<const int> shape, std::span<const int> coords) {
+  std::array<std::size_t, kMaxRank> c{};
+  for (std::size_t d = 0; d < global.size() && d < kMaxRank; ++d) c[d] = global[d];
+  for (std::size_t a = 0; a < codes.size(); ++a) {
+    if (codes[a] < 0) continue;
+    const std::size_t d = std::size_t(codes[a]);
+    c[d] = Partition{c[d], std::size_t(shape[a])}.count(std::size_t(coords[a]));
+  }
+  return c;
+}
+
+constexpr ReduceOp reduce_op_of_code(long code) {
+  return code == kPartialMax ? ReduceOp::max : code == kPartialMin ? ReduceOp::min : ReduceOp::sum;
+}
+
+/// Two grow-only buffers for the blocks between the steps of a plan, used in
+/// turn. The blocking operation keeps one pair in the world communicator's
+/// resources (a steady loop allocates nothing); a split-phase operation takes
+/// a private set (FlightBuffers) that lives until it completes.
+template <class M>
+struct Scratch {
+  using Buffer = Kokkos::View<unsigned char*, M>;
+  Buffer buf[2];
+  void reserve(std::size_t k, std::size_t bytes) {
+    if (buf[k].extent(0) >= bytes) return;
+    buf[k] = Buffer();
+    buf[k] = Buffer(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string("dsp::scratch")), bytes);
+  }
+};
+
+/// The buffers of one split-phase operation in flight: the blocks between
+/// steps, and the packed chunks of its last step. Other collectives may run
+/// on the same communicators before it completes, so it cannot use their
+/// workspaces. Recycled through the world communicator's FlightPool.
+template <class M>
+struct FlightBuffers {
+  Scratch<M> steps;
+  Scratch<M> chunks;  // [0] send, [1] receive
+};
+template <class M>
+class FlightPool {
+ public:
+  std::shared_ptr<FlightBuffers<M>> take() {
+    std::lock_guard<std::mutex> lock(m_);
+    for (auto& b : idle_)
+      if (b.use_count() == 1) return b;
+    auto b = std::make_shared<FlightBuffers<M>>();
+    if (idle_.size() < 4) idle_.push_back(b);
+    return b;
+  }
+
+ private:
+  std::mutex m_;
+  std::vector<std::shared_ptr<FlightBuffers<M>>> idle_;
+};
+
+/// Everything one step needs at execution, fixed in the prepare phase.
+struct PreparedStep {
+  MeshStep step;
+  std::array<std::size_t, kMaxRank> group{};  // the block the ranks along the step's axis share
+  std::shared_ptr<const SwitchPlan> single;   // a switch of one exact tensor
+  std::shared_ptr<const PackedPlan> packed;   // a switch of a batch, or on a wire
+  GatherPlan gather;                          // a gather of one exact tensor
+  std::shared_ptr<const PackedGatherPlan> packed_gather;
+  ReduceScatterPlan reduce;
+  std::array<std::size_t, kMaxRank> out{};  // this rank's block after the step
+  std::size_t out_elems = 0;
+};
+
+/// An operation after its prepare phase.
+struct PreparedOp {
+  std::array<PreparedStep, kMaxSteps> steps{};
+  std::size_t size = 0;
+  std::size_t rank = 0;                      // tensor rank
+  std::array<std::size_t, kMaxBatch> at{};   // each tensor's byte offset in a scratch buffer
+  std::size_t scratch_bytes[2] = {0, 0};
+  bool posted_last = false;  // split-phase: the last step goes point to point, completed later
+  Path path = Path::none;    // what a one-step plan on a plain communicator resolved
+};
+
+inline std::size_t align_up(std::size_t b, std::size_t a) { return (b + a - 1) / a * a; }
+
+/// The prepare phase. `split_phase`: plan the last step for posting when the
+/// backend can (point to point, packed chunks in private buffers).
+template <class M>
+PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string& err,
+                             bool split_phase) {
+  PreparedOp op;
+  op.size = a.steps.size();
+  op.rank = a.global.size();
+  const SwitchAlgorithm setting = switch_algorithm();
+  const std::size_t n_items = a.items.size();
+  const bool single = n_items == 1 && a.wire == Wire::exact;
+  std::array<long, kMaxAxes> state{};
+  for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];
+  const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
+  for (std::size_t t = 0; t < op.size && err.empty(); ++t) {
+    PreparedStep& p = op.steps[t];
+    p.step = a.steps[t];
+    const std::size_t ax = std::size_t(p.step.axis);
+    PortOn<M>& port = *g.axis[ax];
+    {
+      std::array<long, kMaxAxes> undone = state;
+      undone[ax] = -1;
+      p.group = box_count(a.global, std::span<const long>(undone.data(), g.axes), shape, coords);
+    }
+    state[ax] = p.step.to;
+    p.out = box_count(a.global, std::span<const long>(state.data(), g.axes), shape, coords);
+    p.out_elems = product(std::span<const std::size_t>(p.out.data(), op.rank));
+    const std::span<const std::size_t> ge(p.group.data(), op.rank);
+    const bool last = t + 1 == op.size;
+    const bool post = split_phase && last && port.caps().async && port.size() > 1 && product(ge) > 0;
+    prepare(port.rank(), sig, err, [&] {
+      switch (p.step.kind) {
+        case StepKind::switch_dims: {
+          const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
+          if (single) {
+            p.single = post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].eb,
+                                                 capabilities_of(port), SwitchAlgorithm::pairwise)
+                            : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].eb, ge, i, j},
+                                                         setting);
+          } else {
+            const PackedArgs pa{a.items, ge, i, j, a.wire};
+            // Posted chunks always pack (setting alltoallv: never one plan per tensor).
+            p.packed = post ? cached_packed_plan(pa, port.rank(), port.size(), capabilities_of(port),
+                                                 SwitchAlgorithm::alltoallv)
+                            : plan_and_reserve_packed<M>(port, pa, setting);
+          }
+          op.posted_last = post;
+          break;
+        }
+        case StepKind::gather: {
+          const std::size_t d = std::size_t(p.step.from);
+          if (single) {
+            p.gather = post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
+                            : plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, a.items[0].eb, ge, d},
+                                                         setting);
+          } else {
+            const PackedGatherArgs pa{a.items, ge, d, a.wire, post};
+            p.packed_gather = post ? cached_packed_gather_plan(pa, port.rank(), port.size(), capabilities_of(port),
+                                                               setting)
+                                   : plan_and_reserve_packed_gather<M>(port, pa, setting);
+          }
+          op.posted_last = post;
+          break;
+        }
+        case StepKind::reduce_scatter:
+          p.reduce = plan_and_reserve_reduce<M>(port, ReduceArgs{nullptr, nullptr, ge, a.rtype, ReduceOp::sum, p.step.to});
+          break;
+        default: break;
+      }
+      return 0;
+    });
+  }
+  if (!err.empty()) return op;
+  // One-step plans on a plain communicator report the path they resolved
+  // (the primitives' agreement compares it); a mesh compares the setting.
+  if (g.axes == 1 && g.world == g.axis[0]) {
+    if (op.size == 0) op.path = Path::identity;
+    else if (const PreparedStep& p = op.steps[0]; op.size == 1) {
+      if (p.single) op.path = op.posted_last ? Path::pairwise : path_of(*p.single);
+      else if (p.packed)
+        op.path = op.posted_last ? Path::sections
+                                 : packed_path(PackedArgs{a.items, std::span(p.group.data(), op.rank),
+                                                          std::size_t(p.step.from), std::size_t(p.step.to), a.wire},
+                                               *p.packed);
+      else if (p.packed_gather) op.path = p.packed_gather->separate() ? Path::per_tensor : Path::allgather;
+      else if (p.step.kind == StepKind::gather) op.path = p.gather.index() == 0 ? Path::allgather : Path::peer_gather;
+    }
+  }
+  // The blocks between steps: each tensor's block at an aligned offset.
+  std::size_t most[2] = {0, 0};
+  for (std::size_t t = 0; t + 1 < op.size; ++t) {
+    std::size_t off = 0;
+    for (std::size_t k = 0; k < n_items; ++k) off = align_up(off, 64) + op.steps[t].out_elems * a.items[k].eb;
+    most[t % 2] = std::max(most[t % 2], off);
+  }
+  op.scratch_bytes[0] = most[0], op.scratch_bytes[1] = most[1];
+  return op;
+}
+
+/// The in/out pointers of every tensor for step t.
+template <class M>
+void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scratch<M>* scratch,
+                std::array<PackedItem, kMaxBatch>& out) {
+  std::size_t in_off = 0, out_off = 0;
+  for (std::size_t k = 0; k < a.items.size(); ++k) {
+    in_off = align_up(in_off, 64), out_off = align_up(out_off, 64);
+    out[k].eb = a.items[k].eb;
+    out[k].in = t == 0 ? a.items[k].in : static_cast<const void*>(scratch->buf[(t - 1) % 2].data() + in_off);
+    out[k].out = t + 1 == op.size ? a.items[k].out : static_cast<void*>(scratch->buf[t % 2].data() + out_off);
+    if (t > 0) in_off += op.steps[t - 1].out_elems * a.items[k].eb;
+    out_off += op.steps[t].out_elems * a.items[k].eb;
+  }
+}
+
+/// Runs step t (blocking) on the items' in/out pointers.
+template <class M>
+void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, std::size_t t,
+                  std::span<const PackedItem> items) {
+  const PreparedStep& p = op.steps[t];
+  const std::size_t ax = std::size_t(p.step.axis);
+  PortOn<M>& port = *g.axis[ax];
+  const std::span<const std::size_t> ge(p.group.data(), op.rank);
+  switch (p.step.kind) {
+    case StepKind::switch_dims: {
+      const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
+      if (p.single) execute_switch(port, *p.single, SwitchArgs{items[0].in, items[0].out, items[0].eb, ge, i, j});
+      else execute_packed(port, *p.packed, PackedArgs{items, ge, i, j, a.wire});
+      break;
+    }
+    case StepKind::gather: {
+      const std::size_t d = std::size_t(p.step.from);
+      if (p.packed_gather) execute_packed_gather(port, *p.packed_gather, PackedGatherArgs{items, ge, d, a.wire});
+      else execute_gather(port, p.gather, GatherArgs{items[0].in, items[0].out, items[0].eb, ge, d});
+      break;
+    }
+    case StepKind::split: {
+      const CopyTask task = plan_split(ge, std::size_t(p.step.to), g.coords[ax], g.shape[ax]);
+      for (const PackedItem& it : items) execute_local_copy(port, task, it.in, it.out, it.eb);
+      break;
+    }
+    case StepKind::all_reduce:
+    case StepKind::reduce_scatter:
+      for (const PackedItem& it : items)
+        execute_reduce(port, p.reduce,
+                       ReduceArgs{it.in, it.out, ge, a.rtype, reduce_op_of_code(p.step.from),
+                                  p.step.kind == StepKind::all_reduce ? -1 : p.step.to});
+      break;
+    case StepKind::to_partial:
+      for (const PackedItem& it : items)
+        execute_to_partial(port, it.in, it.out, product(ge) * it.eb,
+                           g.coords[ax] == 0 || reduce_op_of_code(p.step.to) != ReduceOp::sum);
+      break;
+  }
+}
+
+/// The identity plan (no step): each tensor's block copied.
+template <class M>
+void execute_identity(const OpGroup<M>& g, const OpArgs& a) {
+  const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
+  const auto box = box_count(a.global, a.from, shape, coords);
+  const std::size_t n = product(std::span<const std::size_t>(box.data(), a.global.size()));
+  const auto exec = g.world->exec();
+  const CopyTask t{contiguous(0, n), contiguous(0, n), n};
+  for (const PackedItem& it : a.items) {
+    if (a.wire != Wire::exact)
+      wire_round(exec, a.wire, static_cast<float*>(it.out), static_cast<const float*>(it.in), t);
+    else copy_runs(exec, it.out, it.in, it.eb, std::span(&t, 1));
+  }
+  fence_after(*g.world, exec);
+}
+
+/// One collective at a time on every communicator an operation uses: the
+/// world's and each distinct axis communicator's busy flags.
+class BusyGroup {
+ public:
+  template <class M>
+  BusyGroup(const OpGroup<M>& g, std::span<const MeshStep> steps, const char* op) {
+    add(*g.world, op);
+    for (const MeshStep& s : steps)
+      if (communicates(s.kind)) add(*g.axis[std::size_t(s.axis)], op);
+  }
+
+ private:
+  void add(const Port& p, const char* op) {
+    for (std::size_t k = 0; k < n_; ++k)
+      if (held_[k] == &p.resources()) return;
+    busy_[n_].emplace(p, op);
+    held_[n_++] = &p.resources();
+  }
+  std::optional<Busy> busy_[kMaxAxes + 1];
+  const CommResources* held_[kMaxAxes + 1] = {};
+  std::size_t n_ = 0;
+};
+
+/// A whole operation, blocking: prepare, agree on the world communicator,
+/// the steps. Collective over the group. `sig` and `err` come from the
+/// front end (its checks); prepare records the resolved path in `sig`.
+template <class M>
+void run_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string err) {
+  BusyGroup busy(g, a.steps, op_name(sig.op));
+  PreparedOp op = prepare_operation(g, a, sig, err, false);
+  if (err.empty()) {
+    sig.algorithm = static_cast<std::uint32_t>(op.path);
+    try {
+      maybe_inject_fault();
+      if (op.size > 1) {
+        Scratch<M>& s = g.world->resources().template slot<Scratch<M>>();
+        watch_kokkos_finalize();
+        s.reserve(0, op.scratch_bytes[0]);
+        s.reserve(1, op.scratch_bytes[1]);
+      }
+    } catch (const std::exception& e) {
+      sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
+      err = failure_text(sig.op, g.world->rank(), e);
+    }
+  }
+  agree(*g.world, sig, err);
+  if (op.size == 0) return execute_identity(g, a);
+  const Scratch<M>* scratch = op.size > 1 ? g.world->resources().template find<Scratch<M>>() : nullptr;
+  std::array<PackedItem, kMaxBatch> items{};
+  for (std::size_t t = 0; t < op.size; ++t) {
+    step_items(op, a, t, scratch, items);
+    execute_step(g, op, a, t, std::span<const PackedItem>(items.data(), a.items.size()));
+  }
+}
+
+// ---------------------------------------------------------------- split-phase
+
+/// What a Flight holds: what the messages need (the ports, through `keep`;
+/// the plan; private buffers), and this rank's failure.
+template <class M>
+struct FlightState {
+  OpGroup<M> g;
+  std::shared_ptr<void> keep;
+  Signature sig;
+  PreparedOp op;
+  std::vector<PackedItem> items;
+  std::vector<std::size_t> global;
+  std::array<long, kMaxAxes> from{};
+  Wire wire = Wire::exact;
+  std::array<PackedItem, kMaxBatch> last_items{};  // the last step's in/out pointers
+  std::shared_ptr<FlightBuffers<M>> buffers;
+  std::unique_ptr<PortPending> pending;
+  bool finished = false;
+  std::string error;
+  std::exception_ptr thrown;
+
+  /// Records the exception being handled (any type) as this rank's failure,
+  /// the first one only.
+  void fail_current() {
+    if (!error.empty()) return;
+    thrown = std::current_exception();
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      error = failure_text(sig.op, g.world->rank(), e);
+    } catch (...) {
+      error = std::string(op_name(sig.op)) + " (rank " + std::to_string(g.world->rank()) +
+              "): a block function threw an exception not derived from std::exception";
+    }
+  }
+
+  const PreparedStep& last() const { return op.steps[op.size - 1]; }
+  std::size_t last_axis() const { return op.size ? std::size_t(last().step.axis) : 0; }
+  PortOn<M>& last_port() const { return *g.axis[last_axis()]; }
+  /// Whether the output arrives block by block: the last step is a switch or
+  /// a gather (else the whole output is this rank's one block).
+  bool blockwise() const {
+    return op.size && (last().step.kind == StepKind::switch_dims || last().step.kind == StepKind::gather);
+  }
+  int axis_rank() const { return blockwise() ? g.coords[last_axis()] : 0; }
+  int axis_size() const { return blockwise() ? g.shape[last_axis()] : 1; }
+  std::size_t block_dim() const { return blockwise() ? std::size_t(last().step.from) : 0; }
+  std::array<std::size_t, kMaxRank> out_box() const {
+    if (op.size) return last().out;
+    return box_count(global, std::span<const long>(from.data(), g.axes), std::span<const int>(g.shape.data(), g.axes),
+                     std::span<const int>(g.coords.data(), g.axes));
+  }
+  /// The world rank of the rank at coordinate q of the last step's axis.
+  int world_rank(int q) const {
+    if (!blockwise()) return g.world->rank();
+    int r = 0;
+    for (std::size_t x = 0; x < g.axes; ++x) r = r * g.shape[x] + (x == last_axis() ? q : g.coords[x]);
+    return r;
+  }
+  /// The range along block_dim() of the block from axis rank q.
+  std::pair<std::size_t, std::size_t> range_of(int q) const {
+    if (!blockwise()) return {0, out_box()[0]};
+    const Partition p{last().group[block_dim()], std::size_t(axis_size())};
+    return {p.offset(std::size_t(q)), p.count(std::size_t(q))};
+  }
+  std::size_t block_elems(std::size_t count) const {
+    std::array<std::size_t, kMaxRank> e = out_box();
+    e[block_dim()] = count;
+    return product(std::span<const std::size_t>(e.data(), global.size()));
+  }
+  /// The receive (of the plan's peer list) behind posted message k.
+  std::size_t recv_of(std::size_t k) const {
+    const PreparedStep& p = last();
+    const std::vector<long>* m = p.packed ? &p.packed->message_of : p.packed_gather ? &p.packed_gather->message_of : nullptr;
+    if (!m) return k;
+    for (std::size_t r = 0; r < m->size(); ++r)
+      if ((*m)[r] == long(k)) return r;
+    return k;
+  }
+  int axis_peer_of(std::size_t r) const {
+    const PreparedStep& p = last();
+    if (p.single) return std::get<PeerPlan>(*p.single).recvs[r].peer;
+    if (p.packed) return p.packed->peer.recvs[r].peer;
+    if (p.packed_gather) return p.packed_gather->peer.recvs[r].peer;
+    return std::get<PeerPlan>(p.gather).recvs[r].peer;
+  }
+  /// Unpacks receive r where it landed in a buffer; true when it did.
+  template <class Exec>
+  bool unpack(const Exec& exec, std::size_t r) {
+    const PreparedStep& p = last();
+    const std::span<const PackedItem> its(last_items.data(), items.size());
+    const std::span<const std::size_t> ge(p.group.data(), op.rank);
+    if (p.packed)
+      packed_unpack_one(exec, *p.packed, PackedArgs{its, ge, std::size_t(p.step.from), std::size_t(p.step.to), wire},
+                        buffers->chunks.buf[1].data(), r);
+    else if (p.packed_gather)
+      packed_gather_unpack_one(exec, *p.packed_gather, PackedGatherArgs{its, ge, std::size_t(p.step.from), wire},
+                               buffers->chunks.buf[1].data(), r);
+    return p.packed || p.packed_gather;  // single tensors land in place
+  }
+};
+
+template <class M>
+Flight<M>::Flight(std::unique_ptr<FlightState<M>> s) : s_(std::move(s)) {}
+template <class M>
+Flight<M>::~Flight() = default;
+template <class M>
+bool Flight<M>::finished() const noexcept {
+  return s_->finished || !s_->pending;
+}
+
+template <class M>
+bool Flight<M>::test() {
+  FlightState<M>& s = *s_;
+  if (s.pending && !s.finished) {
+    try {
+      if (s.last_port().test_runs(*s.pending)) s.finished = true;
+    } catch (...) {
+      s.fail_current();
+    }
+  }
+  return s.finished || !s.pending || !s.error.empty();
+}
+
+template <class M>
+void Flight<M>::complete(Arrived arrived, FunctionRef<void()> started) {
+  FlightState<M>& s = *s_;
+  Busy busy(s.last_port(), op_name(s.sig.op));
+  started();
+  const auto exec = s.last_port().exec();
+  auto report = [&](int axis_peer, std::size_t off, std::size_t count) {
+    if (!s.error.empty() || count == 0 || s.block_elems(count) == 0) return;
+    try {
+      arrived(s.world_rank(axis_peer), off, count);
+    } catch (...) {
+      s.fail_current();
+    }
+  };
+  {
+    const auto [off, count] = s.range_of(s.axis_rank());
+    report(s.axis_rank(), off, count);
+  }
+  if (s.pending && !s.finished) {
+    try {
+      s.last_port().wait_runs(*s.pending, [&](std::size_t k) {
+        const std::size_t r = s.recv_of(k);
+        if (s.unpack(exec, r)) exec.fence();  // the block function may read the block on the host
+        const int q = s.axis_peer_of(r);
+        const auto [off, count] = s.range_of(q);
+        report(q, off, count);
+      });
+    } catch (...) {
+      s.fail_current();
+    }
+    s.pending.reset();  // cancels what is left after a failure
+    s.finished = true;
+    fence_after(s.last_port(), exec);
+    return;
+  }
+  // Nothing in flight (it ran at start, or finished): every other block, in rank order.
+  if (s.blockwise())
+    for (int q = 0; q < s.axis_size(); ++q)
+      if (q != s.axis_rank()) {
+        const auto [off, count] = s.range_of(q);
+        report(q, off, count);
+      }
+  s.finished = true;
+}
+
+template <class M>
+void Flight<M>::settle() {
+  FlightState<M>& s = *s_;
+  Signature sig = s.sig;
+  if (!s.error.empty()) sig.status = static_cast<std::uint32_t>(Status::failed_in_flight);
+  const std::string mine = std::exchange(s.error, std::string());
+  const std::exception_ptr own = std::exchange(s.thrown, nullptr);
+  try {
+    Busy busy(*s.g.world, op_name(sig.op));
+    agree(*s.g.world, sig, mine);
+  } catch (...) {
+    if (own) std::rethrow_exception(own);
+    throw;
+  }
+}
+
+/// Starts an operation: prepare, agree (errors raise here, on every rank,
+/// before anything moves), the steps before the last (blocking), then the
+/// last step's own blocks copied and its messages posted. Backends without
+/// split-phase exchange, and last steps that are not a switch or a gather,
+/// run to the end here; complete() then reports every block at once.
+template <class M>
+std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<void> keep, const OpArgs& a,
+                                           Signature sig, std::string err) {
+  auto st = std::make_unique<FlightState<M>>();
+  FlightState<M>& f = *st;
+  f.g = g;
+  f.keep = std::move(keep);
+  f.items.assign(a.items.begin(), a.items.end());
+  f.global.assign(a.global.begin(), a.global.end());
+  f.wire = a.wire;
+  for (std::size_t x = 0; x < g.axes; ++x) f.from[x] = a.from[x];
+  const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes), a.wire, a.rtype};
+  BusyGroup busy(g, a.steps, op_name(sig.op));
+  f.op = prepare_operation(g, args, sig, err, true);
+  PreparedOp& op = f.op;
+  if (err.empty()) {
+    sig.algorithm = static_cast<std::uint32_t>(op.path);
+    try {
+      maybe_inject_fault();
+      if (op.size > 1 || op.posted_last) {
+        f.buffers = g.world->resources().template slot<FlightPool<M>>().take();
+        watch_kokkos_finalize();
+        f.buffers->steps.reserve(0, op.scratch_bytes[0]);
+        f.buffers->steps.reserve(1, op.scratch_bytes[1]);
+        if (op.posted_last) {
+          const PreparedStep& p = op.steps[op.size - 1];
+          const std::size_t sb = p.packed ? p.packed->send_bytes : p.packed_gather ? p.packed_gather->send_bytes : 0;
+          const std::size_t rb = p.packed ? p.packed->recv_bytes : p.packed_gather ? p.packed_gather->recv_bytes : 0;
+          f.buffers->chunks.reserve(0, sb);
+          f.buffers->chunks.reserve(1, rb);
+        }
+      }
+    } catch (const std::exception& e) {
+      sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
+      err = failure_text(sig.op, g.world->rank(), e);
+    }
+  }
+  f.sig = sig;
+  agree(*g.world, sig, err);
+  auto flight = std::make_unique<Flight<M>>(std::move(st));
+  if (op.size == 0) {
+    execute_identity(g, args);
+    f.finished = true;
+    return flight;
+  }
+  const Scratch<M>* scratch = f.buffers ? &f.buffers->steps : nullptr;
+  std::array<PackedItem, kMaxBatch> items{};
+  for (std::size_t t = 0; t + 1 < op.size; ++t) {
+    step_items(op, args, t, scratch, items);
+    execute_step(g, op, args, t, std::span<const PackedItem>(items.data(), args.items.size()));
+  }
+  const std::size_t t = op.size - 1;
+  step_items(op, args, t, scratch, f.last_items);
+  const std::span<const PackedItem> last(f.last_items.data(), args.items.size());
+  if (!op.posted_last) {
+    execute_step(g, op, args, t, last);
+    f.finished = true;
+    return flight;
+  }
+  // Post the last step: own blocks first, then every message.
+  const PreparedStep& p = op.steps[t];
+  PortOn<M>& port = *g.axis[std::size_t(p.step.axis)];
+  const auto exec = port.exec();
+  const std::span<const std::size_t> ge(p.group.data(), op.rank);
+  unsigned char* sbuf = f.buffers->chunks.buf[0].data();
+  unsigned char* rbuf = f.buffers->chunks.buf[1].data();
+  if (p.packed) {
+    const PackedArgs pa{last, ge, std::size_t(p.step.from), std::size_t(p.step.to), a.wire};
+    packed_own_blocks(exec, *p.packed, pa);
+    packed_pack(exec, *p.packed, pa, sbuf);
+    fence_before_transfer(port, exec);
+    f.pending = port.post_runs(sbuf, p.packed->section_sends, rbuf, p.packed->section_recvs, 1);
+  } else if (p.packed_gather) {
+    const PackedGatherArgs pa{last, ge, std::size_t(p.step.from), a.wire};
+    packed_gather_own(exec, *p.packed_gather, pa, port.rank(), sbuf);
+    fence_before_transfer(port, exec);
+    f.pending = port.post_runs(sbuf, p.packed_gather->section_sends, rbuf, p.packed_gather->section_recvs, 1);
+  } else {
+    const PeerPlan& pp = p.single ? std::get<PeerPlan>(*p.single) : std::get<PeerPlan>(p.gather);
+    copy_runs(exec, last[0].out, last[0].in, last[0].eb, std::span(&pp.self, 1));
+    fence_before_transfer(port, exec);
+    f.pending = port.post_runs(last[0].in, pp.sends, last[0].out, pp.recvs, last[0].eb);
+  }
+  return flight;
+}
+
+}  // namespace dsp::detail
