@@ -9,6 +9,8 @@
 
 #include <doctest/doctest.h>
 
+#include <dsp/engine/engine.hpp>  // transfer_fences
+
 using namespace dsp_test;
 
 // A named namespace: nvcc warns about members of a class with internal linkage

@@ -6,6 +6,9 @@
 
 #include <doctest/doctest.h>
 
+#include <dsp/kernels/copy.hpp>  // internals under test: the streaming copy
+#include <dsp/plan/gather.hpp>
+
 #include <vector>
 
 using namespace dsp_test;

@@ -20,7 +20,6 @@
 
 #include <dsp/layout.hpp>
 #include <dsp/operate.hpp>
-#include <dsp/plan/packed.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>

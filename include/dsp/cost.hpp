@@ -178,7 +178,7 @@ namespace detail {
 template <std::size_t K, std::size_t R>
 constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>& state,
                                    const std::array<std::size_t, R>& e, std::size_t eb, const std::array<int, K>& shape,
-                                   const std::array<int, K>& coords) {
+                                   const std::array<int, K>& coords, Wire wire = Wire::exact) {
   const std::size_t a = std::size_t(st.axis);
   const auto g = group_extents(e, state, a, shape, coords);
   const std::size_t n = std::size_t(shape[a]), p = std::size_t(coords[a]);
@@ -191,12 +191,19 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
     case StepKind::switch_dims: {
       const std::size_t i = std::size_t(st.from), j = std::size_t(st.to);
       const Partition pi{g[i], n}, pj{g[j], n};
-      c.bytes = checked_mul(checked_mul(checked_mul(eb, product_except(g, i, j)), pi.count(p)), g[j] - pj.count(p));
+      if (wire == Wire::exact) {
+        c.bytes = checked_mul(checked_mul(checked_mul(eb, product_except(g, i, j)), pi.count(p)), g[j] - pj.count(p));
+      } else {  // per peer, its section of this rank's block in the wire type
+        const std::size_t row = checked_mul(product_except(g, i, j), pi.count(p));
+        for (std::size_t q = 0; q < n; ++q)
+          if (q != p) c.bytes = checked_add(c.bytes, wire_section_bytes(wire, checked_mul(row, pj.count(q)), eb));
+      }
       break;
     }
     case StepKind::gather: {
       const std::size_t d = std::size_t(st.from);
-      c.bytes = checked_mul(checked_mul(checked_mul(eb, product_except(g, d, d)), Partition{g[d], n}.count(p)), n - 1);
+      const std::size_t elems = checked_mul(product_except(g, d, d), Partition{g[d], n}.count(p));
+      c.bytes = checked_mul(wire == Wire::exact ? checked_mul(eb, elems) : wire_section_bytes(wire, elems, eb), n - 1);
       break;
     }
     case StepKind::all_reduce: {
@@ -219,11 +226,12 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
 template <std::size_t K, std::size_t R>
 constexpr RedistributeCost<> plan_cost_on(const MeshPlan<K>& plan, const std::array<long, K>& from,
                                           const std::array<std::size_t, R>& e, std::size_t eb,
-                                          const std::array<int, K>& shape, const std::array<int, K>& coords) {
+                                          const std::array<int, K>& shape, const std::array<int, K>& coords,
+                                          Wire wire = Wire::exact) {
   RedistributeCost<> c;
   std::array<long, K> state = from;
   for (std::size_t t = 0; t < plan.size; ++t) {
-    c.steps[t] = step_cost_exact(plan.steps[t], state, e, eb, shape, coords);
+    c.steps[t] = step_cost_exact(plan.steps[t], state, e, eb, shape, coords, wire);
     state[std::size_t(plan.steps[t].axis)] = plan.steps[t].to;
     c.collectives += c.steps[t].collectives;
     c.bytes = checked_add(c.bytes, c.steps[t].bytes);
@@ -261,16 +269,23 @@ constexpr void check_mesh_args(const std::array<int, K>& shape, const std::array
 /// The exact cost of `plan` (a detail::MeshPlan, as redistribute_plan<...>::plan
 /// holds) for a tensor of global extents `e` with `elem_bytes`-byte elements
 /// entering as placement codes `from`, on the rank at `coords` of a mesh of
-/// `shape`. constexpr: usable in static_assert. max_bytes takes every rank of
-/// the mesh into account (a loop over product(shape) ranks).
+/// `shape`, its switch and gather steps on `wire` (a section per peer in the
+/// wire type, padding and fp8 scales included; a plan with a reduction on a
+/// low-precision wire throws InvalidArgument). A batch costs the sum of its
+/// tensors' costs. constexpr: usable in static_assert. max_bytes takes every
+/// rank of the mesh into account (a loop over product(shape) ranks).
 template <std::size_t K, std::size_t R>
 constexpr RedistributeCost<> redistribute_cost(const detail::MeshPlan<K>& plan, const std::array<long, K>& from,
                                                const std::array<std::size_t, R>& e, std::size_t elem_bytes,
-                                               const std::array<int, K>& shape, const std::array<int, K>& coords) {
+                                               const std::array<int, K>& shape, const std::array<int, K>& coords,
+                                               Wire wire = Wire::exact) {
   detail::check_mesh_args(shape, coords);
-  RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords);
+  for (const detail::MeshStep& st : plan)
+    if (wire != Wire::exact && (st.kind == detail::StepKind::all_reduce || st.kind == detail::StepKind::reduce_scatter))
+      throw InvalidArgument("dsp cost model: a plan with a reduction moves exactly, on no wire");
+  RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords, wire);
   c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
-    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q).bytes;
+    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q, wire).bytes;
   });
   return c;
 }

@@ -62,18 +62,22 @@ constexpr std::size_t product(std::span<const std::size_t> e, std::size_t begin,
 constexpr std::size_t product(std::span<const std::size_t> e) { return product(e, 0, e.size()); }
 
 /// "[a, b, c]": the one way dsp prints extents.
-inline std::string text(std::span<const std::size_t> e) {
-  std::string t = "[";
-  for (std::size_t d = 0; d < e.size(); ++d) t += (d ? ", " : "") + std::to_string(e[d]);
-  return t + "]";
-}
-
+DSP_FUNC std::string text(std::span<const std::size_t> e);
 /// Why a tensor of global extents `g` with `elem_bytes`-byte elements cannot
 /// exist, or "". Every extent must be below kMaxExtent, and the size in bytes
 /// must fit too: past that, sizes computed from the extents wrap around, and a
 /// tensor of extents [2^32, 2^31, 4] would get an empty block and be written
 /// out of bounds.
-inline std::string size_error(std::span<const std::size_t> g, std::size_t elem_bytes) {
+DSP_FUNC std::string size_error(std::span<const std::size_t> g, std::size_t elem_bytes);
+
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string text(std::span<const std::size_t> e) {
+  std::string t = "[";
+  for (std::size_t d = 0; d < e.size(); ++d) t += (d ? ", " : "") + std::to_string(e[d]);
+  return t + "]";
+}
+
+DSP_FUNC std::string size_error(std::span<const std::size_t> g, std::size_t elem_bytes) {
   for (std::size_t x : g)
     if (x > kMaxExtent)
       return "dsp::DistTensor: global extents " + text(g) + ": an extent of 2^63 or more is not supported";
@@ -88,6 +92,7 @@ inline std::string size_error(std::span<const std::size_t> g, std::size_t elem_b
   }
   return "";
 }
+#endif
 
 }  // namespace detail
 }  // namespace dsp

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/comm/port.hpp>
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/busy.hpp>
 #include <dsp/error.hpp>
@@ -15,9 +16,43 @@
 #include <memory>
 #include <optional>
 #include <source_location>
+#include <span>
 #include <string>
 
 namespace dsp {
+namespace detail {
+/// The agreement of a mesh's construction: the shape fits the communicator
+/// (every extent >= 1, product equal to the rank count, formed with overflow
+/// checks: shape {7623851, 409891, 5462, 4323} wraps 2^64 to exactly 2), and
+/// every rank passes the same one. Collective; raises on every rank.
+DSP_FUNC void agree_on_mesh(Port& world, std::span<const int> shape, const std::source_location& loc);
+#if DSP_FUNC_BODIES
+DSP_FUNC void agree_on_mesh(Port& world, std::span<const int> shape, const std::source_location& loc) {
+  Signature sig;
+  sig.op = static_cast<std::uint32_t>(Op::make_mesh);
+  sig.mesh_axes = std::uint32_t(shape.size());
+  for (std::size_t a = 0; a < shape.size() && a < kMaxAxes; ++a) sig.mesh_shape[a] = shape[a];
+  set_site(sig, loc);
+  std::size_t product = 1;
+  bool fits = true;
+  std::string t = "[";
+  for (std::size_t a = 0; a < shape.size(); ++a) {
+    const int x = shape[a];
+    t += (a ? ", " : "") + std::to_string(x);
+    fits = fits && x >= 1 && !mul_overflows(product, std::size_t(x));
+    if (fits) product *= std::size_t(x);
+  }
+  std::string err;
+  if (!fits || product != std::size_t(world.size())) {
+    err = "dsp::Mesh: the shape " + t + "] does not fit a communicator of " + std::to_string(world.size()) +
+          " ranks (every extent >= 1, product equal to the rank count)";
+    sig.status = static_cast<std::uint32_t>(Status::bad_argument);
+  }
+  Busy busy(world, "dsp::Mesh construction");
+  agree(world, sig, err);
+}
+#endif
+}  // namespace detail
 
 /// The ranks of a communicator arranged as a K-dim grid of shape
 /// `shape()` (1 to 4 axes), in row-major order: rank = c0 * (s1 * ... *
@@ -48,28 +83,9 @@ class Mesh {
   Mesh(const Comm& comm, const std::array<int, K>& shape, std::source_location loc = std::source_location::current())
       : s_(std::make_shared<State>(comm, shape)) {
     State& s = *s_;
-    detail::Signature sig;
-    sig.op = static_cast<std::uint32_t>(detail::Op::make_mesh);
-    sig.mesh_axes = K;
-    for (std::size_t a = 0; a < K; ++a) sig.mesh_shape[a] = shape[a];
-    detail::set_site(sig, loc);
-    // The product is formed with overflow checks: shape {7623851, 409891,
-    // 5462, 4323} wraps 2^64 to exactly 2 and would be taken for 2 ranks.
-    std::size_t product = 1;
-    bool fits = true;
-    for (int x : shape) {
-      fits = fits && x >= 1 && !detail::mul_overflows(product, std::size_t(x));
-      if (fits) product *= std::size_t(x);
-    }
-    std::string err;
-    if (!fits || product != std::size_t(comm.size())) {
-      err = "dsp::Mesh: the shape " + text(shape) + " does not fit a communicator of " + std::to_string(comm.size()) +
-            " ranks (every extent >= 1, product equal to the rank count)";
-      sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);
-    }
     {
-      detail::Busy busy(s.world, "dsp::Mesh construction");
-      detail::agree(s.world, sig, err);
+      detail::PortOf<Comm> world(s.world);
+      detail::agree_on_mesh(world, shape, loc);
     }
     int rest = comm.rank();
     for (std::size_t a = K; a-- > 0;) {
@@ -119,11 +135,6 @@ class Mesh {
   }
 
  private:
-  static std::string text(const std::array<int, K>& v) {
-    std::string t = "[";
-    for (std::size_t a = 0; a < K; ++a) t += (a ? ", " : "") + std::to_string(v[a]);
-    return t + "]";
-  }
   struct State {
     State(const Comm& c, const std::array<int, K>& s) : world(c), shape(s) {}
     Comm world;

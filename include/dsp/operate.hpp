@@ -12,7 +12,6 @@
 #include <dsp/engine/workspace.hpp>
 #include <dsp/group.hpp>
 #include <dsp/layout.hpp>
-#include <dsp/plan/packed.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
@@ -29,9 +28,9 @@
 #include <type_traits>
 #include <utility>
 
-// The engine's definitions: here in the default header-only build; with
-// DSP_COMPILED, in the dsp::compiled library (src/compiled.cpp).
-#ifndef DSP_COMPILED
+// The engine's definitions (engine/api.hpp says when: not with DSP_COMPILED
+// on a host-only Kokkos, whose engine is all in the dsp::compiled library).
+#if DSP_ENGINE_DEFINITIONS
 #include <dsp/engine/operation.hpp>
 #endif
 
@@ -105,20 +104,32 @@ bool overlaps(const V& a, const V& b) {
   return a0 < b0 + b.size() && b0 < a0 + a.size();
 }
 
+/// What is wrong with an output, as text (cold: only on error).
+DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
+                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
+                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap) {
+  const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
+  if (!std::equal(x_extents.begin(), x_extents.end(), y_extents.begin(), y_extents.end()))
+    return who + ": the output has global extents " + text(y_extents) + " but the input " + text(x_extents);
+  if (!same_group)
+    return who +
+           ": the output lives on a different communicator than the input (not the same ranks in the "
+           "same order)";
+  if (overlap) return who + ": the output shares memory with the input; dsp does not work in place";
+  return "";
+}
+#endif
+
 /// Why `y` cannot receive a transition of `x`, or "". Builds text only on error.
 template <class X, class Y>
 std::string check_output(const char* op, const X& x, const Y& y) {
-  auto who = [&] { return std::string(op) + " (rank " + std::to_string(x.communicator().rank()) + ")"; };
-  if (y.global_extents() != x.global_extents())
-    return who() + ": the output has global extents " + text(y.global_extents()) + " but the input " +
-           text(x.global_extents());
-  if (!same_group(x.communicator(), y.communicator()))
-    return who() +
-           ": the output lives on a different communicator than the input (not the same ranks in the "
-           "same order)";
-  if (overlaps(x.local(), y.local()))
-    return who() + ": the output shares memory with the input; dsp does not work in place";
-  return "";
+  const bool same_extents = y.global_extents() == x.global_extents();
+  const bool same = same_group(x.communicator(), y.communicator());
+  const bool overlap = overlaps(x.local(), y.local());
+  if (same_extents && same && !overlap) return "";
+  return output_error(op, x.communicator().rank(), x.global_extents(), y.global_extents(), same, overlap);
 }
 
 template <class X>
@@ -127,6 +138,18 @@ Signature signature_of(Op op, const X& x, long dst_layout, const std::source_loc
   X::set_layouts(s, x.communicator());
   return s;
 }
+
+/// A failed allocation of an output, through the agreement, so that every
+/// rank raises (this one ResourceError). Cold.
+[[noreturn]] DSP_FUNC void allocation_failed(Port& world, Signature sig, const std::exception& e);
+#if DSP_FUNC_BODIES
+[[noreturn]] DSP_FUNC void allocation_failed(Port& world, Signature sig, const std::exception& e) {
+  sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
+  Busy busy(world, op_name(sig.op));
+  agree(world, sig, failure_text(sig.op, world.rank(), e));
+  throw ResourceError(failure_text(sig.op, world.rank(), e));  // not reached: agree throws
+}
+#endif
 
 /// The output of an allocating call: a recycled block when one of these
 /// extents is idle (see OutputPool), else a new uninitialized one. Collective
@@ -143,12 +166,9 @@ Y allocate_output(const X& x, Op op, long dst_layout, const std::source_location
   } catch (const UsageError&) {
     throw;  // the same everywhere (Kokkos' state): no agreement possible, none needed
   } catch (const std::exception& e) {
-    Signature sig = signature_of(op, x, dst_layout, loc);
-    sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-    auto comm = group_traits<std::remove_cvref_t<decltype(c)>>::world(c);
-    Busy busy(comm, op_name(sig.op));
-    agree(comm, sig, failure_text(sig.op, comm.rank(), e));
-    throw ResourceError(failure_text(sig.op, comm.rank(), e));  // not reached: agree throws
+    using traits = group_traits<std::remove_cvref_t<decltype(c)>>;
+    PortOf<typename traits::comm_type> world(traits::world(c));
+    allocation_failed(world, signature_of(op, x, dst_layout, loc), e);
   }
 }
 
@@ -188,6 +208,40 @@ constexpr bool wire_ok_for() {
   return std::is_same_v<typename tensor_t<X>::value_type, float>;
 }
 
+/// What is wrong with a batch's arguments, as text (cold: only on error):
+/// per tensor, whether its extents equal tensor 0's, whether it lives on
+/// tensor 0's group, whether it holds float; and the byte ranges of the
+/// inputs and outputs. Sets `status` to bad_argument or bad_output.
+DSP_FUNC std::string batch_error(const char* op, int rank, std::size_t n, const bool* extents_ok, const bool* group_ok,
+                                 const bool* float_ok, Wire wire,
+                                 const std::pair<const unsigned char*, const unsigned char*>* in,
+                                 const std::pair<const unsigned char*, const unsigned char*>* out, Status& status);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string batch_error(const char* op, int rank, std::size_t n, const bool* extents_ok, const bool* group_ok,
+                                 const bool* float_ok, Wire wire,
+                                 const std::pair<const unsigned char*, const unsigned char*>* in,
+                                 const std::pair<const unsigned char*, const unsigned char*>* out, Status& status) {
+  const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
+  status = Status::bad_argument;
+  for (std::size_t t = 0; t < n; ++t) {
+    const std::string k = std::to_string(t);
+    if (!extents_ok[t])
+      return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
+             "tensors of equal extents";
+    if (!group_ok[t]) return who + ": tensor " + k + " of the batch lives on another communicator than tensor 0";
+    if (wire != Wire::exact && !float_ok[t])
+      return who + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not";
+    for (std::size_t u = 0; u < n; ++u)
+      if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u]))) {
+        status = Status::bad_output;
+        return who + ": output " + k + " shares memory with " + (ranges_overlap(out[t], in[u]) ? "input " : "output ") +
+               std::to_string(u) + " of the batch; dsp does not work in place";
+      }
+  }
+  return "";
+}
+#endif
+
 /// The local checks of an operation on tensors xs into ys (every output,
 /// every pair of tensors of a batch); the first failure as text, or "".
 /// `status` says what failed: an output (bad_output) or the batch's
@@ -199,35 +253,26 @@ std::string check_items(const char* op, const Xs& xs, const Ys& ys, Wire wire, S
   constexpr std::size_t n = sizeof...(I);
   const auto& x0 = std::get<0>(xs);
   std::string err;
-  auto first = [&](const std::string& e) {
-    if (err.empty()) err = e;
+  auto first = [&](std::string e) {
+    if (err.empty()) err = std::move(e);
   };
   (first(check_output(op, std::get<I>(xs), std::get<I>(ys))), ...);
   if (!err.empty() || n == 1) return err;
-  auto who = [&] { return std::string(op) + " (rank " + std::to_string(x0.communicator().rank()) + ")"; };
-  status = Status::bad_argument;
-  const std::array<bool, n> extents_ok{(std::get<I>(xs).global_extents() == x0.global_extents())...};
-  const std::array<bool, n> group_ok{same_group(std::get<I>(xs).communicator(), x0.communicator())...};
-  const std::array<bool, n> float_ok{wire_ok_for<std::tuple_element_t<I, Xs>>()...};
-  const std::array<std::pair<const unsigned char*, const unsigned char*>, n> in{
+  const bool extents_ok[n] = {(std::get<I>(xs).global_extents() == x0.global_extents())...};
+  const bool group_ok[n] = {same_group(std::get<I>(xs).communicator(), x0.communicator())...};
+  const bool float_ok[n] = {wire_ok_for<std::tuple_element_t<I, Xs>>()...};
+  const std::pair<const unsigned char*, const unsigned char*> in[n] = {
       byte_range(std::get<I>(xs).unchecked_local())...};
-  const std::array<std::pair<const unsigned char*, const unsigned char*>, n> out{
+  const std::pair<const unsigned char*, const unsigned char*> out[n] = {
       byte_range(std::get<I>(ys).unchecked_local())...};
-  for (std::size_t t = 0; t < n && err.empty(); ++t) {
-    const std::string k = std::to_string(t);
-    if (!extents_ok[t])
-      first(who() + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
-            "tensors of equal extents");
-    else if (!group_ok[t]) first(who() + ": tensor " + k + " of the batch lives on another communicator than tensor 0");
-    else if (wire != Wire::exact && !float_ok[t])
-      first(who() + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not");
-    for (std::size_t u = 0; u < n && err.empty(); ++u)
-      if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])))
-        status = Status::bad_output, first(who() + ": output " + k + " shares memory with " +
-                                           (ranges_overlap(out[t], in[u]) ? "input " : "output ") + std::to_string(u) +
-                                           " of the batch; dsp does not work in place");
+  bool ok = true;
+  for (std::size_t t = 0; t < n; ++t) {
+    ok = ok && extents_ok[t] && group_ok[t] && (wire == Wire::exact || float_ok[t]);
+    for (std::size_t u = 0; u < n; ++u)
+      ok = ok && (u == t || !(ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])));
   }
-  return err;
+  if (ok) return "";
+  return batch_error(op, x0.communicator().rank(), n, extents_ok, group_ok, float_ok, wire, in, out, status);
 }
 
 /// Everything the engine needs of one typed call, on the stack: signature,
@@ -307,9 +352,8 @@ void split_into(const X& x, Y& y, std::size_t d) {
   require_kokkos("dsp::split");
   const auto& c = x.communicator();
   PortOf<typename X::communicator_type, typename X::memory_space> port(c);
-  execute_local_copy<typename X::memory_space>(port, plan_split(x.global_extents(), d, c.rank(), c.size()),
-                                               x.unchecked_local().data(), y.unchecked_local().data(),
-                                               sizeof(typename X::value_type));
+  execute_split<typename X::memory_space>(port, x.global_extents(), d, x.unchecked_local().data(),
+                                          y.unchecked_local().data(), sizeof(typename X::value_type));
 }
 
 }  // namespace dsp::detail

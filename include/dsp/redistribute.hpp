@@ -102,21 +102,24 @@ struct redistribute_plan {
   }
 
   /// The exact cost on the rank at `coords` of a mesh of `shape`, for a
-  /// tensor of global extents `e` with `elem_bytes`-byte elements: per step
-  /// (collectives, bytes this rank sends), totals, and the largest total over
-  /// the mesh's ranks. constexpr. Throws InvalidArgument for a coordinate
-  /// outside the shape, and when a byte count overflows std::size_t.
+  /// tensor of global extents `e` with `elem_bytes`-byte elements, switch and
+  /// gather steps on `wire`: per step (collectives, bytes this rank sends),
+  /// totals, and the largest total over the mesh's ranks. A batch costs the
+  /// sum over its tensors. constexpr. Throws InvalidArgument for a coordinate
+  /// outside the shape, a reduction on a low-precision wire, and when a byte
+  /// count overflows std::size_t.
   template <std::size_t R>
   static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
-                                           const std::array<int, axes>& shape, const std::array<int, axes>& coords) {
+                                           const std::array<int, axes>& shape, const std::array<int, axes>& coords,
+                                           Wire wire = Wire::exact) {
     static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
-    return redistribute_cost(plan, from, e, elem_bytes, shape, coords);
+    return redistribute_cost(plan, from, e, elem_bytes, shape, coords, wire);
   }
   /// The same on a plain communicator: rank `rank` of `n`.
   template <std::size_t R>
   static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
-                                           std::size_t rank) requires(axes == 1) {
-    return cost(e, elem_bytes, std::array<int, 1>{int(n)}, std::array<int, 1>{int(rank)});
+                                           std::size_t rank, Wire wire = Wire::exact) requires(axes == 1) {
+    return cost(e, elem_bytes, std::array<int, 1>{int(n)}, std::array<int, 1>{int(rank)}, wire);
   }
 
   /// The steps as text, e.g. "switch on axis 0: Sharded<1> -> Sharded<0>".

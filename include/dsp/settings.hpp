@@ -15,6 +15,8 @@
 // synchronized: call them between collectives, not while another thread runs one.
 #pragma once
 
+#include <dsp/error.hpp>
+
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -61,9 +63,12 @@ struct Setting {
   std::string error;
 };
 
-inline std::string env_error(const char* name, std::string_view value, const char* accepted) {
+DSP_FUNC std::string env_error(const char* name, std::string_view value, const char* accepted);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string env_error(const char* name, std::string_view value, const char* accepted) {
   return std::string(name) + "=" + std::string(value) + " is not a value dsp accepts; accepted: " + accepted;
 }
+#endif
 
 inline Setting<bool> env_bool(const char* name, bool fallback) {
   const char* e = std::getenv(name);

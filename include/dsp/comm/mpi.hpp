@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
+#include <dsp/comm/port.hpp>
 #include <dsp/comm/resources.hpp>
 #include <dsp/error.hpp>
 #include <dsp/plan/runs.hpp>
@@ -729,5 +730,10 @@ class BasicMpiCommunicator {
 using MpiCommunicator = BasicMpiCommunicator<>;
 
 static_assert(Communicator<MpiCommunicator>);
+
+#ifdef DSP_COMPILED
+// Its Port is compiled once, in the dsp::compiled library (engine/api.hpp).
+extern template class detail::PortOf<BasicMpiCommunicator<Kokkos::HostSpace>, Kokkos::HostSpace>;
+#endif
 
 }  // namespace dsp

@@ -31,9 +31,11 @@ template <class R, class... A>
 class FunctionRef<R(A...)> {
  public:
   template <class F>
-  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>) FunctionRef(F&& f) noexcept  // NOLINT: implicit
-      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
-        call_([](void* o, A... a) -> R { return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...); }) {}
+  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>) FunctionRef(F&& f)
+  noexcept  // NOLINT: implicit
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* o, A... a) -> R {
+          return (*static_cast<std::remove_reference_t<F>*>(o))(std::forward<A>(a)...);
+        }) {}
   R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
 
  private:
@@ -134,7 +136,7 @@ class PortOf final : public PortOn<M> {
     this->size_ = c_.size();
     this->id_ = c_.id();
     this->resources_ = &c_.resources();
-    this->caps_ = PortCaps{PeerExchange<Comm>, TypedExchange<Comm>, AsyncPeerExchange<Comm>,
+    this->caps_ = PortCaps{PeerExchange<Comm>,  TypedExchange<Comm>, AsyncPeerExchange<Comm>,
                            StreamOrdered<Comm>, Reductions<Comm>,    DeadlineControl<Comm>};
   }
   Comm& comm() noexcept { return c_; }
@@ -182,16 +184,14 @@ class PortOf final : public PortOn<M> {
     else this->missing("split-phase exchange");
   }
   void wait_runs(PortPending& p, FunctionRef<void(std::size_t)> arrived) override {
-    if constexpr (AsyncPeerExchange<Comm>)
-      c_.wait_runs(static_cast<PendingOf<typename Comm::Pending>&>(p).p, arrived);
+    if constexpr (AsyncPeerExchange<Comm>) c_.wait_runs(static_cast<PendingOf<typename Comm::Pending>&>(p).p, arrived);
     else this->missing("split-phase exchange");
   }
   void all_reduce(const void* s, void* r, std::size_t count, ReduceType t, ReduceOp o) override {
     if constexpr (Reductions<Comm>) c_.all_reduce(s, r, count, t, o);
     else this->missing("reductions");
   }
-  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t,
-                      ReduceOp o) override {
+  void reduce_scatter(const void* s, void* r, std::span<const std::size_t> counts, ReduceType t, ReduceOp o) override {
     if constexpr (Reductions<Comm>) c_.reduce_scatter(s, r, counts, t, o);
     else this->missing("reductions");
   }

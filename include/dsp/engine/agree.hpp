@@ -206,7 +206,9 @@ inline void set_extents(Signature& s, std::span<const std::size_t> e) {
 /// This runs on every collective call, so a call site's hash and file-name
 /// tail are kept in a small per-thread cache keyed by where its
 /// std::source_location points (the file name is a string literal).
-inline void set_site(Signature& s, const std::source_location& loc) {
+DSP_FUNC void set_site(Signature& s, const std::source_location& loc);
+#if DSP_FUNC_BODIES
+DSP_FUNC void set_site(Signature& s, const std::source_location& loc) {
   if (!call_site_checks() || !agreement_checks()) return;  // only the agreement check reads it
   struct Entry {
     const char* file = nullptr;
@@ -232,6 +234,7 @@ inline void set_site(Signature& s, const std::source_location& loc) {
   s.site_line = e.line;
   std::memcpy(s.site, e.tail, sizeof s.site);
 }
+#endif
 
 /// A signature for `op` on a tensor of element type T and extents e.
 template <class T>
@@ -462,7 +465,9 @@ inline Deadline deadline_after(std::chrono::milliseconds d) {
 /// others a MismatchError naming the failing rank. With checks off, a local
 /// failure throws on this rank only. With a collective deadline, ranks that
 /// wait past it raise TimeoutError.
-inline void agree(Port& comm, const Signature& mine, const std::string& local_error) {
+DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_error);
+#if DSP_FUNC_BODIES
+DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_error) {
   if (mine.status == 0 && !settings_ok()) {
     // A bad setting from the environment fails here, before communicating,
     // as any local failure does, so every rank raises.
@@ -530,6 +535,8 @@ inline void agree(Port& comm, const Signature& mine, const std::string& local_er
   if (why.empty()) why = "the ranks' calls differ in a field dsp cannot name (their digests differ)";
   throw MismatchError(std::string(op) + ": " + why + "; nothing was communicated and the input is unchanged");
 }
+
+#endif
 
 /// agree() on a communicator of any type (through its Port).
 template <class Comm>

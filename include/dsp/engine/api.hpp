@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: what the typed front ends hand the engine, and the engine's entry
-// points (engine/operation.hpp): types and declarations only. The front end
-// (operate.hpp) brings the definitions in the default header-only build;
-// with DSP_COMPILED (the dsp::compiled target) they are compiled once, in the
-// library, for host memory, and a user's file instantiates none of the engine.
+// points (engine/operation.hpp): types and declarations only; the front end
+// (operate.hpp) brings the definitions. With DSP_COMPILED (the dsp::compiled
+// target) the host-memory engine is compiled once, in the library, and a
+// user's file instantiates none of it (the declarations at the end).
 #pragma once
 
 #include <dsp/comm/port.hpp>
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/busy.hpp>
-#include <dsp/plan/packed.hpp>
 #include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/runs.hpp>
 #include <dsp/wire.hpp>
 
 #include <array>
@@ -18,6 +18,16 @@
 #include <memory>
 #include <span>
 #include <string>
+
+// Whether the engine's definitions are in the headers: always, but with
+// DSP_COMPILED on a host-only Kokkos, where the library has every memory
+// space there is (a device backend's memory spaces instantiate from the headers).
+#if !defined(DSP_COMPILED) || defined(DSP_COMPILED_SOURCE) || defined(KOKKOS_ENABLE_CUDA) || \
+    defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL) || defined(KOKKOS_ENABLE_OPENMPTARGET)
+#define DSP_ENGINE_DEFINITIONS 1
+#else
+#define DSP_ENGINE_DEFINITIONS 0
+#endif
 
 namespace dsp::detail {
 
@@ -78,6 +88,12 @@ class Flight {
 template <class M>
 void execute_local_copy(PortOn<M>& comm, const CopyTask& t, const void* in, void* out, std::size_t eb);
 
+/// Replicated -> Sharded<d> of a block of extents `global`: this rank's
+/// slice, a local copy. Not collective.
+template <class M>
+void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::size_t d, const void* in, void* out,
+                   std::size_t eb);
+
 struct RootArgs {
   const void* in = nullptr;  // the whole tensor, on the root only
   void* out = nullptr;       // this rank's block
@@ -100,5 +116,22 @@ void run_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::st
 template <class M>
 std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<void> keep, const OpArgs& a,
                                            Signature sig, std::string err);
+
+// With DSP_COMPILED, the host-memory engine is the dsp::compiled library's
+// (src/compiled.cpp): these explicit instantiation declarations keep a user's
+// file from instantiating it. Other memory spaces instantiate as usual.
+#ifdef DSP_COMPILED
+extern template void run_operation<Kokkos::HostSpace>(const OpGroup<Kokkos::HostSpace>&, const OpArgs&, Signature&,
+                                                      std::string);
+extern template std::unique_ptr<Flight<Kokkos::HostSpace>> start_operation<Kokkos::HostSpace>(
+    const OpGroup<Kokkos::HostSpace>&, std::shared_ptr<void>, const OpArgs&, Signature, std::string);
+extern template class Flight<Kokkos::HostSpace>;
+extern template void execute_local_copy<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, const CopyTask&, const void*,
+                                                           void*, std::size_t);
+extern template void execute_split<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, std::span<const std::size_t>,
+                                                      std::size_t, const void*, void*, std::size_t);
+extern template void run_from_root<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string,
+                                                      const RootArgs&);
+#endif
 
 }  // namespace dsp::detail

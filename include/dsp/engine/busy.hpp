@@ -18,7 +18,9 @@ namespace dsp::detail {
 
 /// Throws UsageError when Kokkos cannot be used: before Kokkos::initialize or
 /// after Kokkos::finalize.
-inline void require_kokkos(const char* op) {
+DSP_FUNC void require_kokkos(const char* op);
+#if DSP_FUNC_BODIES
+DSP_FUNC void require_kokkos(const char* op) {
 #if defined(KOKKOS_VERSION) && KOKKOS_VERSION >= 40000
   if (Kokkos::is_finalized())
     throw UsageError(std::string(op) +
@@ -31,6 +33,7 @@ inline void require_kokkos(const char* op) {
                      "Kokkos::initialize before using dsp tensors, and finish with them before "
                      "Kokkos::finalize");
 }
+#endif
 
 /// One collective at a time per communicator: dsp's threading model. Marks
 /// the communicator busy for the duration of a collective; a second thread
@@ -41,27 +44,36 @@ class Busy {
  public:
   template <class Comm>
   Busy(const Comm& comm, const char* op) : res_(comm.resources()) {
-    require_kokkos(op);
-    if (res_.poisoned())
-      throw UsageError(std::string(op) +
-                       ": this communicator timed out in an earlier collective "
-                       "(dsp::set_collective_deadline) and cannot be used any more");
-    if (!res_.try_acquire())
-      throw UsageError(std::string(op) +
-                       ": another thread is running a dsp collective on this communicator; "
-                       "dsp runs one collective at a time per communicator (use one "
-                       "communicator per thread: MpiCommunicator{comm} makes a new one)");
+    acquire(res_, op);
   }
   ~Busy() { res_.release(); }
   Busy(const Busy&) = delete;
   Busy& operator=(const Busy&) = delete;
 
  private:
+  DSP_FUNC static void acquire(const CommResources& res, const char* op);
   const CommResources& res_;
 };
+#if DSP_FUNC_BODIES
+DSP_FUNC void Busy::acquire(const CommResources& res, const char* op) {
+  require_kokkos(op);
+  if (res.poisoned())
+    throw UsageError(std::string(op) +
+                     ": this communicator timed out in an earlier collective "
+                     "(dsp::set_collective_deadline) and cannot be used any more");
+  if (!res.try_acquire())
+    throw UsageError(std::string(op) +
+                     ": another thread is running a dsp collective on this communicator; "
+                     "dsp runs one collective at a time per communicator (use one "
+                     "communicator per thread: MpiCommunicator{comm} makes a new one)");
+}
+#endif
 
-inline std::string failure_text(std::uint32_t op, int rank, const std::exception& e) {
+DSP_FUNC std::string failure_text(std::uint32_t op, int rank, const std::exception& e);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string failure_text(std::uint32_t op, int rank, const std::exception& e) {
   return std::string(op_name(op)) + " (rank " + std::to_string(rank) + "): " + e.what();
 }
+#endif
 
 }  // namespace dsp::detail

@@ -274,6 +274,13 @@ void execute_local_copy(PortOn<M>& comm, const CopyTask& t, const void* in, void
   fence_after(comm, exec);
 }
 
+/// Replicated -> Sharded<d>: this rank's slice (a split), local.
+template <class M>
+void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::size_t d, const void* in, void* out,
+                   std::size_t eb) {
+  execute_local_copy(comm, plan_split(global, d, comm.rank(), comm.size()), in, out, eb);
+}
+
 // ---------------------------------------------------------------- from a root (distribute)
 
 /// Scatter (d >= 0) or broadcast (d < 0) of a tensor held by the root. The

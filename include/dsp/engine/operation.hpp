@@ -124,8 +124,8 @@ struct PreparedStep {
 struct PreparedOp {
   std::array<PreparedStep, kMaxSteps> steps{};
   std::size_t size = 0;
-  std::size_t rank = 0;                      // tensor rank
-  std::array<std::size_t, kMaxBatch> at{};   // each tensor's byte offset in a scratch buffer
+  std::size_t rank = 0;                     // tensor rank
+  std::array<std::size_t, kMaxBatch> at{};  // each tensor's byte offset in a scratch buffer
   std::size_t scratch_bytes[2] = {0, 0};
   bool posted_last = false;  // split-phase: the last step goes point to point, completed later
   Path path = Path::none;    // what a one-step plan on a plain communicator resolved
@@ -136,8 +136,7 @@ inline std::size_t align_up(std::size_t b, std::size_t a) { return (b + a - 1) /
 /// The prepare phase. `split_phase`: plan the last step for posting when the
 /// backend can (point to point, packed chunks in private buffers).
 template <class M>
-PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string& err,
-                             bool split_phase) {
+PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string& err, bool split_phase) {
   PreparedOp op;
   op.size = a.steps.size();
   op.rank = a.global.size();
@@ -168,10 +167,10 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
         case StepKind::switch_dims: {
           const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
           if (single) {
-            p.single = post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].eb,
-                                                 capabilities_of(port), SwitchAlgorithm::pairwise)
-                            : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].eb, ge, i, j},
-                                                         setting);
+            p.single =
+                post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].eb, capabilities_of(port),
+                                          SwitchAlgorithm::pairwise)
+                     : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].eb, ge, i, j}, setting);
           } else {
             const PackedArgs pa{a.items, ge, i, j, a.wire};
             // Posted chunks always pack (setting alltoallv: never one plan per tensor).
@@ -185,20 +184,21 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
         case StepKind::gather: {
           const std::size_t d = std::size_t(p.step.from);
           if (single) {
-            p.gather = post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
-                            : plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, a.items[0].eb, ge, d},
-                                                         setting);
+            p.gather =
+                post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
+                     : plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, a.items[0].eb, ge, d}, setting);
           } else {
             const PackedGatherArgs pa{a.items, ge, d, a.wire, post};
-            p.packed_gather = post ? cached_packed_gather_plan(pa, port.rank(), port.size(), capabilities_of(port),
-                                                               setting)
-                                   : plan_and_reserve_packed_gather<M>(port, pa, setting);
+            p.packed_gather =
+                post ? cached_packed_gather_plan(pa, port.rank(), port.size(), capabilities_of(port), setting)
+                     : plan_and_reserve_packed_gather<M>(port, pa, setting);
           }
           op.posted_last = post;
           break;
         }
         case StepKind::reduce_scatter:
-          p.reduce = plan_and_reserve_reduce<M>(port, ReduceArgs{nullptr, nullptr, ge, a.rtype, ReduceOp::sum, p.step.to});
+          p.reduce =
+              plan_and_reserve_reduce<M>(port, ReduceArgs{nullptr, nullptr, ge, a.rtype, ReduceOp::sum, p.step.to});
           break;
         default: break;
       }
@@ -376,7 +376,8 @@ struct FlightState {
   std::array<PackedItem, kMaxBatch> last_items{};  // the last step's in/out pointers
   std::shared_ptr<FlightBuffers<M>> buffers;
   std::unique_ptr<PortPending> pending;
-  bool finished = false;
+  bool landed = false;    // test() saw every message complete (complete() still unpacks and reports)
+  bool finished = false;  // nothing left: complete() ran, or the operation ran at start
   std::string error;
   std::exception_ptr thrown;
 
@@ -432,11 +433,20 @@ struct FlightState {
   /// The receive (of the plan's peer list) behind posted message k.
   std::size_t recv_of(std::size_t k) const {
     const PreparedStep& p = last();
-    const std::vector<long>* m = p.packed ? &p.packed->message_of : p.packed_gather ? &p.packed_gather->message_of : nullptr;
+    const std::vector<long>* m = p.packed          ? &p.packed->message_of
+                                 : p.packed_gather ? &p.packed_gather->message_of
+                                                   : nullptr;
     if (!m) return k;
     for (std::size_t r = 0; r < m->size(); ++r)
       if ((*m)[r] == long(k)) return r;
     return k;
+  }
+  /// Whether receive r of the plan's peer list had a message (empty ones have none).
+  bool message_landed(std::size_t r) const {
+    const PreparedStep& p = last();
+    if (p.packed) return p.packed->message_of[r] >= 0;
+    if (p.packed_gather) return p.packed_gather->message_of[r] >= 0;
+    return true;
   }
   int axis_peer_of(std::size_t r) const {
     const PreparedStep& p = last();
@@ -473,14 +483,14 @@ bool Flight<M>::finished() const noexcept {
 template <class M>
 bool Flight<M>::test() {
   FlightState<M>& s = *s_;
-  if (s.pending && !s.finished) {
+  if (s.pending && !s.landed && !s.finished) {
     try {
-      if (s.last_port().test_runs(*s.pending)) s.finished = true;
+      if (s.last_port().test_runs(*s.pending)) s.landed = true;
     } catch (...) {
       s.fail_current();
     }
   }
-  return s.finished || !s.pending || !s.error.empty();
+  return s.finished || s.landed || !s.pending || !s.error.empty();
 }
 
 template <class M>
@@ -501,15 +511,24 @@ void Flight<M>::complete(Arrived arrived, FunctionRef<void()> started) {
     const auto [off, count] = s.range_of(s.axis_rank());
     report(s.axis_rank(), off, count);
   }
-  if (s.pending && !s.finished) {
+  if (s.pending) {
+    auto landed = [&](std::size_t r) {
+      if (s.unpack(exec, r)) exec.fence();  // the block function may read the block on the host
+      const int q = s.axis_peer_of(r);
+      const auto [off, count] = s.range_of(q);
+      report(q, off, count);
+    };
     try {
-      s.last_port().wait_runs(*s.pending, [&](std::size_t k) {
-        const std::size_t r = s.recv_of(k);
-        if (s.unpack(exec, r)) exec.fence();  // the block function may read the block on the host
-        const int q = s.axis_peer_of(r);
-        const auto [off, count] = s.range_of(q);
-        report(q, off, count);
-      });
+      if (!s.landed) {
+        s.last_port().wait_runs(*s.pending, [&](std::size_t k) { landed(s.recv_of(k)); });
+      } else {  // test() saw every message land: unpack and report them all now
+        const std::size_t n = s.last().single          ? std::get<PeerPlan>(*s.last().single).recvs.size()
+                              : s.last().packed        ? s.last().packed->peer.recvs.size()
+                              : s.last().packed_gather ? s.last().packed_gather->peer.recvs.size()
+                                                       : std::get<PeerPlan>(s.last().gather).recvs.size();
+        for (std::size_t r = 0; r < n; ++r)
+          if (s.message_landed(r)) landed(r);
+      }
     } catch (...) {
       s.fail_current();
     }

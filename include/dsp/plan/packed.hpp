@@ -39,17 +39,6 @@
 
 namespace dsp::detail {
 
-/// The most tensors one batch carries.
-inline constexpr std::size_t kMaxBatch = 16;
-
-/// One tensor of a packed (or any) operation: its block, its output's block,
-/// and its element size in bytes.
-struct PackedItem {
-  const void* in = nullptr;
-  void* out = nullptr;
-  std::size_t eb = 0;
-};
-
 struct PackedArgs {
   std::span<const PackedItem> items;
   std::span<const std::size_t> global;
@@ -244,7 +233,8 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
     for (std::size_t k = 0; k < a.items.size(); ++k) {
       Sections& t = plan.sections.emplace_back();
       t.pack_unit = section_tasks(plan.peer.sends, plan.send_displs, a.items, k, a.wire, true, t.pack);
-      t.unpack_unit = section_tasks(plan.peer.recvs, plan.recv_displs, a.items, k, a.wire, false, t.unpack, &t.unpack_at);
+      t.unpack_unit =
+          section_tasks(plan.peer.recvs, plan.recv_displs, a.items, k, a.wire, false, t.unpack, &t.unpack_at);
     }
   plan.sectioned = packed_sectioned(a, size, caps, setting);
   if (size > 1) {
@@ -297,14 +287,14 @@ struct PackedGatherArgs {
 /// through the same rounding, so every rank holds the same values. An exact
 /// batch whose tensors' own gathers copy nothing keeps one plan per tensor.
 struct PackedGatherPlan {
-  PeerPlan peer;                                // element runs: sends (my block), recvs (where each lands)
-  std::vector<std::size_t> counts, displs;      // bytes of each rank's chunk, rank order
-  std::vector<std::size_t> elems;               // elements of each rank's block
-  std::vector<Runs> place;                      // where rank q's block lands in the output, elements
-  std::size_t send_bytes = 0, recv_bytes = 0;   // workspace
-  std::vector<GatherPlan> own;                  // non-empty: each tensor its own gather
+  PeerPlan peer;                               // element runs: sends (my block), recvs (where each lands)
+  std::vector<std::size_t> counts, displs;     // bytes of each rank's chunk, rank order
+  std::vector<std::size_t> elems;              // elements of each rank's block
+  std::vector<Runs> place;                     // where rank q's block lands in the output, elements
+  std::size_t send_bytes = 0, recv_bytes = 0;  // workspace
+  std::vector<GatherPlan> own;                 // non-empty: each tensor its own gather
   bool separate() const { return !own.empty(); }
-  std::vector<Sections> sections;               // exact: per tensor
+  std::vector<Sections> sections;                      // exact: per tensor
   std::vector<PeerRuns> section_sends, section_recvs;  // for a split-phase exchange
   std::vector<long> message_of;
 };

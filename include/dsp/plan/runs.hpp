@@ -47,6 +47,17 @@ struct PeerRuns {
   std::size_t piece = 0, elems = 0;
 };
 
+/// The most tensors one batch carries.
+inline constexpr std::size_t kMaxBatch = 16;
+
+/// One tensor of an operation: its block, its output's block, and its
+/// element size in bytes.
+struct PackedItem {
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::size_t eb = 0;
+};
+
 /// The block of a LayoutRight tensor of extents `e` restricted along dim `d`
 /// to [offset, offset + count): outer runs of count * inner elements.
 struct Slab {
