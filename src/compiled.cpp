@@ -19,6 +19,8 @@ template void run_operation<Host>(const OpGroup<Host>&, const OpArgs&, Signature
 template std::unique_ptr<Flight<Host>> start_operation<Host>(const OpGroup<Host>&, std::shared_ptr<void>,
                                                              const OpArgs&, Signature, std::string);
 template class Flight<Host>;
+template void run_call<Host>(const OpGroup<Host>&, const CallFacts&);
+template std::unique_ptr<Flight<Host>> start_call<Host>(const OpGroup<Host>&, std::shared_ptr<void>, const CallFacts&);
 template void execute_local_copy<Host>(PortOn<Host>&, const CopyTask&, const void*, void*, std::size_t);
 template void execute_split<Host>(PortOn<Host>&, std::span<const std::size_t>, std::size_t, const void*, void*,
                                   std::size_t);

@@ -42,9 +42,9 @@
 #error "define DSP_PLAN_FAIL(message) before including plan_checks.hpp"
 #endif
 
+using dsp::CopyTask;
 using dsp::Partition;
-using dsp::detail::CopyTask;
-using dsp::detail::Runs;
+using dsp::Runs;
 using Ext = std::vector<std::size_t>;
 
 /// What is being checked, for the failure message.
@@ -235,7 +235,7 @@ Exchange view_of(const dsp::detail::AlltoallPlan& P, std::size_t isz, std::size_
   return x;
 }
 
-const dsp::detail::PeerRuns* runs_for(const std::vector<dsp::detail::PeerRuns>& v, std::size_t q) {
+const dsp::PeerRuns* runs_for(const std::vector<dsp::PeerRuns>& v, std::size_t q) {
   for (const auto& pr : v)
     if (std::size_t(pr.peer) == q) return &pr;
   return nullptr;
@@ -246,7 +246,7 @@ Exchange view_of(const dsp::detail::PeerPlan& P, std::size_t isz, std::size_t os
   std::size_t n = 0;
   for (const auto& v : {&P.sends, &P.recvs})
     for (const auto& pr : *v) n = std::max(n, std::size_t(pr.peer) + 1);
-  auto by = std::make_shared<std::vector<const dsp::detail::PeerRuns*>>(2 * n, nullptr);
+  auto by = std::make_shared<std::vector<const dsp::PeerRuns*>>(2 * n, nullptr);
   for (const auto& pr : P.sends) (*by)[std::size_t(pr.peer)] = &pr;
   for (const auto& pr : P.recvs) (*by)[n + std::size_t(pr.peer)] = &pr;
   auto get = [by, n](bool recv, std::size_t q) { return q < n ? (*by)[(recv ? n : 0) + q] : nullptr; };
@@ -288,7 +288,7 @@ void check_exchange_shape(const Exchange& X, std::size_t n, std::size_t p) {
 
 /// Messages of pairwise plans: both sides cut a chunk into the same pieces,
 /// each contiguous on both sides (a run of the sender and of the receiver).
-void check_pieces(const dsp::detail::PeerRuns& s, const dsp::detail::PeerRuns& r) {
+void check_pieces(const dsp::PeerRuns& s, const dsp::PeerRuns& r) {
   ENSURE(s.elems == r.elems);
   ENSURE(s.piece == r.piece);
   ENSURE(s.piece > 0);

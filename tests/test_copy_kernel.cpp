@@ -34,8 +34,8 @@
 
 namespace {
 
-using dsp::detail::CopyTask;
-using dsp::detail::Runs;
+using dsp::CopyTask;
+using dsp::Runs;
 using HostExec = Kokkos::DefaultHostExecutionSpace;
 
 std::uint64_t seed() {

@@ -53,7 +53,7 @@ TEST_CASE("the agreement digest changes with every field the ranks compare, and 
   base.tensor_rank = 3;
   base.extents[0] = 2, base.extents[1] = 3, base.extents[2] = 5;
   base.src_layout[0] = 0, base.dst_layout[0] = 1;
-  base.algorithm = 2;
+  base.path = 2;
   base.site_hash = 77;
   const auto d0 = dsp::detail::digest_of(base);
   auto differs = [&](Signature s) {
@@ -78,7 +78,7 @@ TEST_CASE("the agreement digest changes with every field the ranks compare, and 
   CHECK(differs(s));
   s = base, s.wire = 1;
   CHECK(differs(s));
-  s = base, s.algorithm = 3;
+  s = base, s.path = 3;
   CHECK(differs(s));
   s = base, s.site_hash = 78;
   CHECK(differs(s));

@@ -91,7 +91,8 @@ template <class X>
 std::size_t wrong_bf16(const X& x) {
   std::size_t w = 0;
   const float* p = x.local().data();
-  for_each_local(x, [&](auto&, auto& g, std::size_t k) { w += p[k] != bf16(value_at<float>(linear(g, x.global_extents()))); });
+  for_each_local(
+      x, [&](auto&, auto& g, std::size_t k) { w += p[k] != bf16(value_at<float>(linear(g, x.global_extents()))); });
   return w;
 }
 
@@ -224,7 +225,7 @@ TEST_CASE("a batch through Partial placements reduces every tensor") {
     dsp::DistTensor<double, 3, From, dsp::Mesh<2, Comm>> b{m, {5, 7, 3}};
     fill(a);
     fill(b);
-    auto [pa, pb] = dsp::redistribute<Mid>(dsp::batch(a, b));  // to Partial: the rank at coordinate 0 keeps it
+    auto [pa, pb] = dsp::redistribute<Mid>(dsp::batch(a, b));   // to Partial: the rank at coordinate 0 keeps it
     auto [ra, rb] = dsp::redistribute<To>(dsp::batch(pa, pb));  // a reduce-scatter each
     CHECK(count_wrong(ra) + count_wrong(rb) == 0);
   }

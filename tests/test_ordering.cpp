@@ -44,13 +44,13 @@ class FenceSpy {
   void broadcast(void* b, std::size_t n, std::size_t e, int root) { seen(), c_.broadcast(b, n, e, root); }
   void control_all_gather(const void* s, void* r, std::size_t n) { c_.control_all_gather(s, r, n); }
   template <class L>
-  void exchange_runs(const void* s, std::span<const dsp::detail::PeerRuns> a, void* r,
-                     std::span<const dsp::detail::PeerRuns> b, std::size_t e, L&& local) {
+  void exchange_runs(const void* s, std::span<const dsp::PeerRuns> a, void* r, std::span<const dsp::PeerRuns> b,
+                     std::size_t e, L&& local) {
     seen(), c_.exchange_runs(s, a, r, b, e, std::forward<L>(local));
   }
   template <class L>
-  void exchange_runs_typed(const void* s, std::span<const dsp::detail::PeerRuns> a, void* r,
-                           std::span<const dsp::detail::PeerRuns> b, std::size_t e, L&& local) {
+  void exchange_runs_typed(const void* s, std::span<const dsp::PeerRuns> a, void* r, std::span<const dsp::PeerRuns> b,
+                           std::size_t e, L&& local) {
     seen(), c_.exchange_runs_typed(s, a, r, b, e, std::forward<L>(local));
   }
   friend bool operator==(const FenceSpy& a, const FenceSpy& b) { return a.c_ == b.c_; }

@@ -183,7 +183,7 @@ using In = Axes<Partial<>, Sharded<1>>;
 constexpr auto fwd = st::to<Axes<Sharded<0>, Sharded<1>>> | st::to<Axes<Sharded<0>, Sharded<2>>>;
 static_assert(std::is_same_v<decltype(fwd)::output_layout<In>, Axes<Sharded<0>, Sharded<2>>>);
 using RS = dsp::redistribute_plan<In, Axes<Sharded<0>, Sharded<1>>, 3>;
-static_assert(RS::size() == 1 && RS::step(0).kind == dsp::detail::StepKind::reduce_scatter && RS::step(0).axis == 0);
+static_assert(RS::size() == 1 && RS::step(0).kind == dsp::StepKind::reduce_scatter && RS::step(0).axis == 0);
 
 // The adjoint: the gradient moves back, and Partial reads as Replicated, so
 // the adjoint of the reduce-scatter is an all-gather on the same axis.
@@ -191,7 +191,7 @@ constexpr auto back = fwd.adjoint<In>();
 static_assert(std::is_same_v<decltype(back), const dsp::Pipeline<dsp::detail::ToStep<Axes<Sharded<0>, Sharded<1>>>,
                                                                  dsp::detail::ToStep<Axes<Replicated, Sharded<1>>>>>);
 using AG = dsp::redistribute_plan<Axes<Sharded<0>, Sharded<1>>, Axes<Replicated, Sharded<1>>, 3>;
-static_assert(AG::size() == 1 && AG::step(0).kind == dsp::detail::StepKind::gather && AG::step(0).axis == 0);
+static_assert(AG::size() == 1 && AG::step(0).kind == dsp::StepKind::gather && AG::step(0).axis == 0);
 
 // Mesh cost: the steps' exact costs, and the pipeline's is their sum.
 constexpr std::array<std::size_t, 3> e{6, 10, 4};

@@ -21,7 +21,11 @@
 //   dpsp_layer      data parallel x sequence parallel on a 2-D mesh: one
 //                   tensor Axes<Sharded<0>, Sharded<1>> (B over the DP axis 0,
 //                   T over the SP axis 1); dsp_layer's two switches, on the SP
-//                   axis only (2 all-to-alls on mesh.axis(1), none on axis 0)
+//                   axis only (2 all-to-alls on mesh.axis(1), none on axis 0);
+//                   dpsp_layer_tuned adds dsp_layer_tuned's wire and overlap
+//   dpsp_ulysses_layer  Ulysses on the same mesh: q, k, v to head sharding on
+//                   the SP axis as one dsp::batch (one collective), optionally
+//                   on a wire
 //
 // Every version starts and ends with x Sharded<1> (T split in blocks, as dsp
 // partitions; dpsp_layer: Axes<Sharded<0>, Sharded<1>>). The communication lands in the block that attends over the
@@ -339,8 +343,8 @@ inline std::size_t local_T(const Config& c, int rank, int size) {
 /// How dsp_layer_tuned communicates (issue-12 features; the defaults are dsp_layer).
 struct Tuning {
   dsp::Wire wire = dsp::Wire::exact;  ///< wire type of the switches (bf16 halves their bytes)
-  bool overlap = false;               ///< layer norm and q, k, v of the temporal block on each block as it lands; that
-                                      ///< switch is split-phase, which has no wire type yet: it travels exact
+  bool overlap = false;               ///< layer norm and q, k, v of the temporal block on each block as it lands
+                                      ///< (a split-phase switch, on the same wire)
 };
 
 /// The first half of a block on the rows [r0, r1) of x (n_rows tokens each
@@ -376,12 +380,13 @@ inline Act<dsp::Sharded<1>> dsp_layer_tuned(Context& ctx, const Act<dsp::Sharded
   std::vector<float> h(rows * C), q(rows * C), k(rows * C), v(rows * C), o(rows * C), r(rows * C);
   float* zp = z.local().data();
   // Each landed block holds T rows [t0, t0 + Tq) of every b: Sl tokens per (b, t), contiguous.
-  dsp::switch_each<2>(y, z, [&](const auto& block, const auto& offsets, int) {
+  auto on_block = [&](const auto& block, const auto& offsets, int) {
     for (std::size_t b = 0; b < block.extent(0); ++b)
       for (std::size_t tt = offsets[1]; tt < offsets[1] + block.extent(1); ++tt)
         block_front(zp, (b * c.T + tt) * Sl, (b * c.T + tt + 1) * Sl, c, w.temporal, h.data(), q.data(), k.data(),
                     v.data());
-  });
+  };
+  ctx.timed([&] { dsp::redistribute_each<dsp::Sharded<2>>(y, z, on_block, t.wire); });
   SoftmaxState st(rows, c.H, d);
   attend(q.data(), k.data(), v.data(), C, c.H, d, g, g, st);
   finish(st, rows, c.H, d, o.data());
@@ -593,6 +598,94 @@ inline MeshAct<DpSpT> dpsp_layer(MeshContext& ctx, const MeshAct<DpSpT>& x, cons
   const auto ez = z.local_extents();                                                  // {B/DP, T, S/SP, C}
   local_block(z.local().data(), Grid{ez[0], ez[1], ez[2], 1}, c, w.temporal);
   ctx.timed([&] { dsp::redistribute<DpSpT>(z, y); });  // back: the one-step plan, axis 1 again
+  return y;
+}
+
+/// dpsp_layer with dsp_layer_tuned's options, on the mesh: `t.wire` for both
+/// switches; `t.overlap`: the switch to DpSpS reports each SP peer's block
+/// of T as it lands (dsp::redistribute_each), and the temporal block's layer
+/// norm and q, k, v run on that block's tokens while the others travel.
+inline MeshAct<DpSpT> dpsp_layer_tuned(MeshContext& ctx, const MeshAct<DpSpT>& x, const Config& c, const Weights& w,
+                                       Tuning t) {
+  auto y = dsp::redistribute<DpSpT>(x);  // a copy: x stays unchanged
+  const auto ey = y.local_extents();     // {B/DP, T/SP, S, C}
+  local_block(y.local().data(), Grid{ey[0], ey[1], ey[2], 2}, c, w.spatial);
+  MeshAct<DpSpS> z{ctx.mesh, {c.B, c.T, c.S, c.C}};
+  const auto ez = z.local_extents();  // {B/DP, T, S/SP, C}
+  const Grid g{ez[0], ez[1], ez[2], 1};
+  if (!t.overlap) {
+    ctx.timed([&] { dsp::redistribute<DpSpS>(y, z, t.wire); });
+    local_block(z.local().data(), g, c, w.temporal);
+  } else {
+    const std::size_t Bl = ez[0], Sl = ez[2], rows = Bl * c.T * Sl, C = c.C, d = c.head_dim();
+    std::vector<float> h(rows * C), q(rows * C), k(rows * C), v(rows * C), o(rows * C), r(rows * C);
+    float* zp = z.local().data();
+    ctx.timed([&] {
+      dsp::redistribute_each<DpSpS>(
+          y, z,
+          [&](const auto& block, const auto& offsets, int) {
+        // The block holds T rows [offsets[1], + extent(1)) of every local b: Sl tokens per (b, t).
+        for (std::size_t b = 0; b < block.extent(0); ++b)
+          for (std::size_t tt = offsets[1]; tt < offsets[1] + block.extent(1); ++tt)
+            block_front(zp, (b * c.T + tt) * Sl, (b * c.T + tt + 1) * Sl, c, w.temporal, h.data(), q.data(), k.data(),
+                        v.data());
+          },
+          t.wire);
+    });
+    SoftmaxState st(rows, c.H, d);
+    attend(q.data(), k.data(), v.data(), C, c.H, d, g, g, st);
+    finish(st, rows, c.H, d, o.data());
+    finish_block(zp, o.data(), rows, c, w.temporal, h.data(), r.data());
+  }
+  ctx.timed([&] { dsp::redistribute<DpSpT>(z, y, t.wire); });  // back
+  return y;
+}
+
+/// DeepSpeed-Ulysses with data parallelism on the DP x SP mesh: the spatial
+/// block on [B/DP, T/SP, S, C]; in the temporal block q, k and v
+/// ([B, T, S, H, d], B over DP, T over SP) go to head sharding on the SP axis
+/// in ONE collective (a dsp::batch of three tensors, optionally on a wire),
+/// attention over all of T with this rank's heads, and the output back. The
+/// DP axis never communicates. N is capped by the heads on the SP axis only.
+inline MeshAct<DpSpT> dpsp_ulysses_layer(MeshContext& ctx, const MeshAct<DpSpT>& x, const Config& c, const Weights& w,
+                                         dsp::Wire wire = dsp::Wire::exact) {
+  require_heads(c, ctx.mesh.shape()[1], "dpsp_ulysses_layer");
+  using QT = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>;  // [B, T, S, H, d]: B over DP, T over SP
+  using QH = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<3>>;  // B over DP, heads over SP
+  using Heads = dsp::DistTensor<float, 5, QT, Mesh2>;
+  static_assert(dsp::redistribute_plan<QT, QH, 5>::size() == 1 && dsp::redistribute_plan<QT, QH, 5>::step(0).axis == 1,
+                "q, k, v go to head sharding in one step on the SP axis");
+  auto y = dsp::redistribute<DpSpT>(x);
+  const auto ey = y.local_extents();  // {B/DP, T/SP, S, C}
+  float* xp = y.local().data();
+  local_block(xp, Grid{ey[0], ey[1], ey[2], 2}, c, w.spatial);
+  const std::size_t nt = ey[0] * ey[1] * ey[2], C = c.C, d = c.head_dim();
+  const std::array<std::size_t, 5> g5{c.B, c.T, c.S, c.H, d};
+  Heads q{ctx.mesh, g5}, k{ctx.mesh, g5}, v{ctx.mesh, g5};
+  std::vector<float> h(nt * C);
+  layer_norm(xp, h.data(), nt, C, w.temporal.ln1_g, w.temporal.ln1_b);
+  qkv(h.data(), nt, c, w.temporal, 0, c.H, q.local().data(), k.local().data(), v.local().data());
+  Exec().fence();
+  auto [qh, kh, vh] = ctx.timed([&] { return dsp::redistribute<QH>(dsp::batch(q, k, v), wire); });
+  const auto eh = qh.local_extents();  // {B/DP, T, S, H/SP, d}
+  const std::size_t Hl = eh[3];
+  dsp::DistTensor<float, 5, QH, Mesh2> oh{ctx.mesh, g5};
+  {
+    const std::size_t ntok = eh[0] * c.T * c.S;
+    SoftmaxState st(ntok, Hl, d);
+    const Grid g{eh[0], c.T, c.S, 1};
+    attend(qh.local().data(), kh.local().data(), vh.local().data(), Hl * d, Hl, d, g, g, st);
+    finish(st, ntok, Hl, d, oh.local().data());
+    Exec().fence();
+  }
+  auto o1 = ctx.timed([&] { return dsp::redistribute<QT>(oh, wire); });  // back to T over SP, all heads
+  std::vector<float> r(nt * C);
+  linear(o1.local().data(), nt, C, w.temporal.wo.data(), C, 0, C, w.temporal.bo.data(), r.data());
+  add(xp, r.data(), nt * C);
+  layer_norm(xp, h.data(), nt, C, w.temporal.ln2_g, w.temporal.ln2_b);
+  mlp_partial(h.data(), nt, c, w.temporal, 0, c.F, r.data());
+  add(xp, r.data(), nt * C);
+  add_bias(xp, nt, C, w.temporal.b2);
   return y;
 }
 

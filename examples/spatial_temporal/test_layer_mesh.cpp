@@ -8,6 +8,8 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <cmath>
 
 namespace {
@@ -51,15 +53,20 @@ struct MeshResult {
   std::array<std::size_t, 4> extents{}, offsets{};
 };
 
-/// Runs dpsp_layer on the input split over the mesh; the counts are the layer's only.
-MeshResult run(st::MeshContext& cx, const st::Config& c, const st::Weights& w, const std::vector<float>& ref) {
+using MeshLayer = std::function<st::MeshAct<st::DpSpT>(st::MeshContext&, const st::MeshAct<st::DpSpT>&,
+                                                       const st::Config&, const st::Weights&)>;
+
+/// Runs a mesh layer (dpsp_layer by default) on the input split over the
+/// mesh; the counts are the layer's only.
+MeshResult run(st::MeshContext& cx, const st::Config& c, const st::Weights& w, const std::vector<float>& ref,
+               const MeshLayer& layer = st::dpsp_layer) {
   using Whole = st::MeshAct<dsp::Axes<dsp::Replicated, dsp::Replicated>>;
   Whole xr{cx.mesh, {c.B, c.T, c.S, c.C}};
   const auto in = input(c);
   std::copy(in.begin(), in.end(), xr.local().data());
   auto x = dsp::redistribute<st::DpSpT>(xr);  // two local splits
   cx.reset();
-  auto y = st::dpsp_layer(cx, x, c, w);
+  auto y = layer(cx, x, c, w);
   MeshResult r;
   r.axis = {cx.counts(0), cx.counts(1)};
   r.world = cx.world_counts();
@@ -147,5 +154,69 @@ TEST_CASE("DP x SP: one DP group is the 1-D DSP layer, one SP group sends nothin
     CHECK(r.whole_err < 1e-4f);
     CHECK(r.axis[0].bytes_sent + r.axis[1].bytes_sent == 0);
     CHECK(r.axis[0].collectives() + r.axis[1].collectives() == 0);
+  }
+}
+
+TEST_CASE("DP x SP tuned: compute on arrival equals the layer; bf16 switches move the model's wire bytes") {
+  const int n = world().size();
+  for (const st::Config c : {st::Config{3, 5, 4, 8, 4, 16}, st::Config{2, 2, 2, 8, 4, 8}}) {
+    const auto w = st::make_weights(c);
+    const auto ref = reference(c, w);
+    const std::array<std::size_t, 4> g4{c.B, c.T, c.S, c.C};
+    for (const auto& shape : shapes(n)) {
+      INFO("B T S C = ", c.B, " ", c.T, " ", c.S, " ", c.C, "; mesh DP x SP = ", shape[0], " x ", shape[1]);
+      st::MeshContext cx{world(), shape};
+      const auto co = cx.mesh.coords();
+      auto tuned = [](st::Tuning t) {
+        return MeshLayer([t](st::MeshContext& m, const st::MeshAct<st::DpSpT>& x, const st::Config& cc,
+                             const st::Weights& ww) { return st::dpsp_layer_tuned(m, x, cc, ww, t); });
+      };
+      const MeshResult exact = run(cx, c, w, ref, tuned({dsp::Wire::exact, true}));
+      CHECK(exact.whole_err < 1e-4f);
+      CHECK(exact.axis[1].bytes_sent == st::predicted_mesh_bytes(c, shape, co).bytes[1]);
+      using To = dsp::redistribute_plan<st::DpSpT, st::DpSpS, 4>;
+      using Back = dsp::redistribute_plan<st::DpSpS, st::DpSpT, 4>;
+      const std::size_t bf16 =
+          To::cost(g4, 4, shape, co, dsp::Wire::bf16).bytes + Back::cost(g4, 4, shape, co, dsp::Wire::bf16).bytes;
+      for (bool overlap : {false, true}) {
+        const MeshResult b = run(cx, c, w, ref, tuned({dsp::Wire::bf16, overlap}));
+        CHECK(b.axis[0].bytes_sent == 0);
+        CHECK(b.axis[1].bytes_sent == bf16);
+        CHECK(b.whole_err < 0.1f);
+      }
+    }
+  }
+}
+
+TEST_CASE("DP x SP Ulysses: q, k, v as one batch on the SP axis; equal to the layer; bytes as the model") {
+  const int n = world().size();
+  for (const st::Config c : {st::Config{3, 5, 4, 8, 4, 16}, st::Config{2, 4, 3, 8, 2, 8}}) {
+    const auto w = st::make_weights(c);
+    const auto ref = reference(c, w);
+    const std::array<std::size_t, 5> g5{c.B, c.T, c.S, c.H, c.head_dim()};
+    using QT = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>;
+    using QH = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<3>>;
+    for (const auto& shape : shapes(n)) {
+      INFO("B T S C H = ", c.B, " ", c.T, " ", c.S, " ", c.C, " ", c.H, "; mesh DP x SP = ", shape[0], " x ", shape[1]);
+      st::MeshContext cx{world(), shape};
+      if (std::size_t(shape[1]) > c.H) {
+        CHECK_THROWS_AS(run(cx, c, w, ref,
+                            [](auto& m, const auto& x, const auto& cc,
+                               const auto& ww) { return st::dpsp_ulysses_layer(m, x, cc, ww); }),
+                        dsp::InvalidArgument);
+        continue;
+      }
+      const auto co = cx.mesh.coords();
+      for (auto wire : {dsp::Wire::exact, dsp::Wire::bf16}) {
+        const MeshResult r = run(cx, c, w, ref, [wire](auto& m, const auto& x, const auto& cc, const auto& ww) {
+          return st::dpsp_ulysses_layer(m, x, cc, ww, wire);
+        });
+        const std::size_t model = 3 * dsp::redistribute_plan<QT, QH, 5>::cost(g5, 4, shape, co, wire).bytes +
+                                  dsp::redistribute_plan<QH, QT, 5>::cost(g5, 4, shape, co, wire).bytes;
+        CHECK(r.axis[0].bytes_sent == 0);
+        CHECK(r.axis[1].bytes_sent == model);
+        CHECK(r.whole_err < (wire == dsp::Wire::exact ? 1e-4f : 0.1f));
+      }
+    }
   }
 }

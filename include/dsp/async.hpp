@@ -270,7 +270,7 @@ template <std::size_t D, class X, class Y>
     static_assert(detail::wire_ok_for<X>(),
                   "dsp::start_switch(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
     constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
-    static constexpr detail::MeshPlan<1> plan = detail::switch_plan(i, D);
+    static constexpr MeshPlan<1> plan = detail::switch_plan(i, D);
     return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
                                                          wire, plan, std::array<long, 1>{long(i)}, loc);
   } else {
@@ -281,7 +281,7 @@ template <std::size_t D, class X, class Y>
 [[nodiscard]] auto start_switch(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::switch_into_ok<D, X, Y>()) {
     constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
-    static constexpr detail::MeshPlan<1> plan = detail::switch_plan(i, D);
+    static constexpr MeshPlan<1> plan = detail::switch_plan(i, D);
     return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
                                                          Wire::exact, plan, std::array<long, 1>{long(i)}, loc);
   } else {
@@ -295,7 +295,7 @@ template <class X, class Y>
 [[nodiscard]] auto start_gather(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::gather_into_ok<X, Y>()) {
     constexpr std::size_t d = detail::tensor_t<X>::layout_type::dim;
-    static constexpr detail::MeshPlan<1> plan = detail::gather_plan(d);
+    static constexpr MeshPlan<1> plan = detail::gather_plan(d);
     return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_gather, -1, std::tie(x), std::tie(y),
                                                          Wire::exact, plan, std::array<long, 1>{long(d)}, loc);
   } else {

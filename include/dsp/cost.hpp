@@ -152,7 +152,7 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
 
 /// What one step of a redistribution costs on one rank (see RedistributeCost).
 struct StepCost {
-  detail::MeshStep step;
+  MeshStep step;
   std::size_t collectives = 0;  ///< 1 when the step moves data between ranks of its axis, else 0
   std::size_t bytes = 0;        ///< bytes this rank sends to other ranks
 };
@@ -163,7 +163,7 @@ struct StepCost {
 /// (comm/counting.hpp): a switch sends all but its own chunk, a gather sends
 /// its block to every other rank of the axis, a reduce-scatter all but its own
 /// chunk, an all-reduce a reduce-scatter and an all-gather of the 1-D pieces.
-template <std::size_t S = detail::kMaxSteps>
+template <std::size_t S = kMaxSteps>
 struct RedistributeCost {
   std::array<StepCost, S> steps{};
   std::size_t size = 0;
@@ -177,8 +177,9 @@ namespace detail {
 /// Bytes and collectives of one step for the rank at `coords`.
 template <std::size_t K, std::size_t R>
 constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>& state,
-                                   const std::array<std::size_t, R>& e, std::size_t eb, const std::array<int, K>& shape,
-                                   const std::array<int, K>& coords, Wire wire = Wire::exact) {
+                                   const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                   const std::array<int, K>& shape, const std::array<int, K>& coords,
+                                   Wire wire = Wire::exact) {
   const std::size_t a = std::size_t(st.axis);
   const auto g = group_extents(e, state, a, shape, coords);
   const std::size_t n = std::size_t(shape[a]), p = std::size_t(coords[a]);
@@ -192,28 +193,31 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
       const std::size_t i = std::size_t(st.from), j = std::size_t(st.to);
       const Partition pi{g[i], n}, pj{g[j], n};
       if (wire == Wire::exact) {
-        c.bytes = checked_mul(checked_mul(checked_mul(eb, product_except(g, i, j)), pi.count(p)), g[j] - pj.count(p));
+        c.bytes =
+            checked_mul(checked_mul(checked_mul(elem_bytes, product_except(g, i, j)), pi.count(p)), g[j] - pj.count(p));
       } else {  // per peer, its section of this rank's block in the wire type
         const std::size_t row = checked_mul(product_except(g, i, j), pi.count(p));
         for (std::size_t q = 0; q < n; ++q)
-          if (q != p) c.bytes = checked_add(c.bytes, wire_section_bytes(wire, checked_mul(row, pj.count(q)), eb));
+          if (q != p)
+            c.bytes = checked_add(c.bytes, wire_section_bytes(wire, checked_mul(row, pj.count(q)), elem_bytes));
       }
       break;
     }
     case StepKind::gather: {
       const std::size_t d = std::size_t(st.from);
       const std::size_t elems = checked_mul(product_except(g, d, d), Partition{g[d], n}.count(p));
-      c.bytes = checked_mul(wire == Wire::exact ? checked_mul(eb, elems) : wire_section_bytes(wire, elems, eb), n - 1);
+      c.bytes = checked_mul(
+          wire == Wire::exact ? checked_mul(elem_bytes, elems) : wire_section_bytes(wire, elems, elem_bytes), n - 1);
       break;
     }
     case StepKind::all_reduce: {
       const std::size_t mine = Partition{total, n}.count(p);
-      c.bytes = checked_mul(eb, checked_add(total - mine, checked_mul(mine, n - 1)));
+      c.bytes = checked_mul(elem_bytes, checked_add(total - mine, checked_mul(mine, n - 1)));
       break;
     }
     case StepKind::reduce_scatter: {
       const std::size_t j = std::size_t(st.to);
-      c.bytes = checked_mul(eb, total - checked_mul(product_except(g, j, j), Partition{g[j], n}.count(p)));
+      c.bytes = checked_mul(elem_bytes, total - checked_mul(product_except(g, j, j), Partition{g[j], n}.count(p)));
       break;
     }
     default: break;
@@ -225,13 +229,13 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
 /// The cost of `plan` from placement `from` on the rank at `coords`, without max_bytes.
 template <std::size_t K, std::size_t R>
 constexpr RedistributeCost<> plan_cost_on(const MeshPlan<K>& plan, const std::array<long, K>& from,
-                                          const std::array<std::size_t, R>& e, std::size_t eb,
+                                          const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                           const std::array<int, K>& shape, const std::array<int, K>& coords,
                                           Wire wire = Wire::exact) {
   RedistributeCost<> c;
   std::array<long, K> state = from;
   for (std::size_t t = 0; t < plan.size; ++t) {
-    c.steps[t] = step_cost_exact(plan.steps[t], state, e, eb, shape, coords, wire);
+    c.steps[t] = step_cost_exact(plan.steps[t], state, e, elem_bytes, shape, coords, wire);
     state[std::size_t(plan.steps[t].axis)] = plan.steps[t].to;
     c.collectives += c.steps[t].collectives;
     c.bytes = checked_add(c.bytes, c.steps[t].bytes);
@@ -266,7 +270,7 @@ constexpr void check_mesh_args(const std::array<int, K>& shape, const std::array
 
 }  // namespace detail
 
-/// The exact cost of `plan` (a detail::MeshPlan, as redistribute_plan<...>::plan
+/// The exact cost of `plan` (a MeshPlan, as redistribute_plan<...>::plan
 /// holds) for a tensor of global extents `e` with `elem_bytes`-byte elements
 /// entering as placement codes `from`, on the rank at `coords` of a mesh of
 /// `shape`, its switch and gather steps on `wire` (a section per peer in the
@@ -275,13 +279,13 @@ constexpr void check_mesh_args(const std::array<int, K>& shape, const std::array
 /// tensors' costs. constexpr: usable in static_assert. max_bytes takes every
 /// rank of the mesh into account (a loop over product(shape) ranks).
 template <std::size_t K, std::size_t R>
-constexpr RedistributeCost<> redistribute_cost(const detail::MeshPlan<K>& plan, const std::array<long, K>& from,
+constexpr RedistributeCost<> redistribute_cost(const MeshPlan<K>& plan, const std::array<long, K>& from,
                                                const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                                const std::array<int, K>& shape, const std::array<int, K>& coords,
                                                Wire wire = Wire::exact) {
   detail::check_mesh_args(shape, coords);
-  for (const detail::MeshStep& st : plan)
-    if (wire != Wire::exact && (st.kind == detail::StepKind::all_reduce || st.kind == detail::StepKind::reduce_scatter))
+  for (const MeshStep& st : plan)
+    if (wire != Wire::exact && (st.kind == StepKind::all_reduce || st.kind == StepKind::reduce_scatter))
       throw InvalidArgument("dsp cost model: a plan with a reduction moves exactly, on no wire");
   RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords, wire);
   c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {

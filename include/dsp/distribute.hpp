@@ -6,7 +6,7 @@
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/api.hpp>
-#include <dsp/engine/busy.hpp>
+#include <dsp/engine/exclusive.hpp>
 #include <dsp/group.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/operate.hpp>
@@ -83,7 +83,7 @@ auto distribute(const Comm& comm, const V& source, int root = 0,
       }
     }
     {
-      detail::Busy busy(c, "dsp::distribute");
+      detail::ExclusiveUse use(c, "dsp::distribute");
       detail::agree(c, sig, err);
       std::vector<std::array<std::size_t, R>> all(static_cast<std::size_t>(n));
       c.control_all_gather(global.data(), all.data(), sizeof global);

@@ -17,6 +17,8 @@ namespace dsp {
 
 /// The largest tensor rank dsp supports (DistTensor ranks 1 to kMaxRank).
 inline constexpr std::size_t kMaxRank = 8;
+/// The most axes a process mesh may have (dsp::Mesh<K, Comm>, K from 1 to kMaxAxes).
+inline constexpr std::size_t kMaxAxes = 4;
 
 /// The largest extent of one dim, and the largest tensor size in bytes:
 /// 2^63 - 1. Kokkos reserves the all-ones size_t as "no extent given", and

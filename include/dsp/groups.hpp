@@ -4,7 +4,7 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/busy.hpp>
+#include <dsp/engine/exclusive.hpp>
 #include <dsp/error.hpp>
 
 #include <source_location>
@@ -46,7 +46,7 @@ ParallelGroups<Comm> make_parallel_groups(const Comm& world, int sequence_size,
           " must be at least 1 and divide the communicator size " + std::to_string(n);
     sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);
   }
-  detail::Busy busy(w, "dsp::make_parallel_groups");
+  detail::ExclusiveUse use(w, "dsp::make_parallel_groups");
   detail::agree(w, sig, err);
   const int g = r / sequence_size, pos = r % sequence_size;
   Comm sp = w.split(g, pos);

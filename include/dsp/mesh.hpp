@@ -5,7 +5,7 @@
 #include <dsp/comm/concepts.hpp>
 #include <dsp/comm/port.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/busy.hpp>
+#include <dsp/engine/exclusive.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
 #include <dsp/group.hpp>
@@ -48,7 +48,7 @@ DSP_FUNC void agree_on_mesh(Port& world, std::span<const int> shape, const std::
           " ranks (every extent >= 1, product equal to the rank count)";
     sig.status = static_cast<std::uint32_t>(Status::bad_argument);
   }
-  Busy busy(world, "dsp::Mesh construction");
+  ExclusiveUse use(world, "dsp::Mesh construction");
   agree(world, sig, err);
 }
 #endif
@@ -67,7 +67,7 @@ DSP_FUNC void agree_on_mesh(Port& world, std::span<const int> shape, const std::
 /// one box. dsp::redistribute moves a tensor between placements.
 template <std::size_t K, Communicator Comm>
 class Mesh {
-  static_assert(K >= 1 && K <= detail::kMaxAxes, "dsp::Mesh: a mesh has 1 to 4 axes.");
+  static_assert(K >= 1 && K <= kMaxAxes, "dsp::Mesh: a mesh has 1 to 4 axes.");
   static_assert(K == 1 || Splittable<Comm>,
                 "dsp::Mesh: a mesh of two or more axes needs a communicator that can split into subgroups "
                 "(dsp::Splittable: MpiCommunicator, NCCL, the staged and counting wrappers of those).");

@@ -104,30 +104,19 @@ bool overlaps(const V& a, const V& b) {
   return a0 < b0 + b.size() && b0 < a0 + a.size();
 }
 
-/// What is wrong with an output, as text (cold: only on error).
-DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
-                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap);
-#if DSP_FUNC_BODIES
-DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
-                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap) {
-  const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
-  if (!std::equal(x_extents.begin(), x_extents.end(), y_extents.begin(), y_extents.end()))
-    return who + ": the output has global extents " + text(y_extents) + " but the input " + text(x_extents);
-  if (!same_group)
-    return who +
-           ": the output lives on a different communicator than the input (not the same ranks in the "
-           "same order)";
-  if (overlap) return who + ": the output shares memory with the input; dsp does not work in place";
-  return "";
+/// The bytes a view spans, [begin, end).
+template <class V>
+ByteRange byte_range(const V& v) {
+  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
+  return {b, v.size() == 0 ? b : b + v.span() * sizeof(typename V::value_type)};
 }
-#endif
 
 /// Why `y` cannot receive a transition of `x`, or "". Builds text only on error.
 template <class X, class Y>
 std::string check_output(const char* op, const X& x, const Y& y) {
   const bool same_extents = y.global_extents() == x.global_extents();
   const bool same = same_group(x.communicator(), y.communicator());
-  const bool overlap = overlaps(x.local(), y.local());
+  const bool overlap = ranges_overlap(byte_range(x.unchecked_local()), byte_range(y.unchecked_local()));
   if (same_extents && same && !overlap) return "";
   return output_error(op, x.communicator().rank(), x.global_extents(), y.global_extents(), same, overlap);
 }
@@ -145,7 +134,7 @@ Signature signature_of(Op op, const X& x, long dst_layout, const std::source_loc
 #if DSP_FUNC_BODIES
 [[noreturn]] DSP_FUNC void allocation_failed(Port& world, Signature sig, const std::exception& e) {
   sig.status = static_cast<std::uint32_t>(Status::alloc_failed);
-  Busy busy(world, op_name(sig.op));
+  ExclusiveUse use(world, op_name(sig.op));
   agree(world, sig, failure_text(sig.op, world.rank(), e));
   throw ResourceError(failure_text(sig.op, world.rank(), e));  // not reached: agree throws
 }
@@ -192,127 +181,61 @@ constexpr int reduce_type_code() {
 template <class L>
 inline constexpr auto codes_v = placement_codes<L>::value;
 
-/// The bytes a view spans, [begin, end).
-template <class V>
-std::pair<const unsigned char*, const unsigned char*> byte_range(const V& v) {
-  const auto* b = reinterpret_cast<const unsigned char*>(v.data());
-  return {b, v.size() == 0 ? b : b + v.span() * sizeof(typename V::value_type)};
-}
-inline bool ranges_overlap(std::pair<const unsigned char*, const unsigned char*> a,
-                           std::pair<const unsigned char*, const unsigned char*> b) {
-  return a.first != a.second && b.first != b.second && a.first < b.second && b.first < a.second;
-}
-
 template <class X>
 constexpr bool wire_ok_for() {
   return std::is_same_v<typename tensor_t<X>::value_type, float>;
 }
 
-/// What is wrong with a batch's arguments, as text (cold: only on error):
-/// per tensor, whether its extents equal tensor 0's, whether it lives on
-/// tensor 0's group, whether it holds float; and the byte ranges of the
-/// inputs and outputs. Sets `status` to bad_argument or bad_output.
-DSP_FUNC std::string batch_error(const char* op, int rank, std::size_t n, const bool* extents_ok, const bool* group_ok,
-                                 const bool* float_ok, Wire wire,
-                                 const std::pair<const unsigned char*, const unsigned char*>* in,
-                                 const std::pair<const unsigned char*, const unsigned char*>* out, Status& status);
-#if DSP_FUNC_BODIES
-DSP_FUNC std::string batch_error(const char* op, int rank, std::size_t n, const bool* extents_ok, const bool* group_ok,
-                                 const bool* float_ok, Wire wire,
-                                 const std::pair<const unsigned char*, const unsigned char*>* in,
-                                 const std::pair<const unsigned char*, const unsigned char*>* out, Status& status) {
-  const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
-  status = Status::bad_argument;
-  for (std::size_t t = 0; t < n; ++t) {
-    const std::string k = std::to_string(t);
-    if (!extents_ok[t])
-      return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
-             "tensors of equal extents";
-    if (!group_ok[t]) return who + ": tensor " + k + " of the batch lives on another communicator than tensor 0";
-    if (wire != Wire::exact && !float_ok[t])
-      return who + ": a low-precision wire (" + wire_name(wire) + ") needs float tensors; tensor " + k + " is not";
-    for (std::size_t u = 0; u < n; ++u)
-      if (u != t && (ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u]))) {
-        status = Status::bad_output;
-        return who + ": output " + k + " shares memory with " + (ranges_overlap(out[t], in[u]) ? "input " : "output ") +
-               std::to_string(u) + " of the batch; dsp does not work in place";
-      }
-  }
-  return "";
-}
-#endif
-
-/// The local checks of an operation on tensors xs into ys (every output,
-/// every pair of tensors of a batch); the first failure as text, or "".
-/// `status` says what failed: an output (bad_output) or the batch's
-/// arguments (bad_argument), for the other ranks' message.
-template <class Xs, class Ys, std::size_t... I>
-std::string check_items(const char* op, const Xs& xs, const Ys& ys, Wire wire, Status& status,
-                        std::index_sequence<I...>) {
-  status = Status::bad_output;
-  constexpr std::size_t n = sizeof...(I);
-  const auto& x0 = std::get<0>(xs);
-  std::string err;
-  auto first = [&](std::string e) {
-    if (err.empty()) err = std::move(e);
-  };
-  (first(check_output(op, std::get<I>(xs), std::get<I>(ys))), ...);
-  if (!err.empty() || n == 1) return err;
-  const bool extents_ok[n] = {(std::get<I>(xs).global_extents() == x0.global_extents())...};
-  const bool group_ok[n] = {same_group(std::get<I>(xs).communicator(), x0.communicator())...};
-  const bool float_ok[n] = {wire_ok_for<std::tuple_element_t<I, Xs>>()...};
-  const std::pair<const unsigned char*, const unsigned char*> in[n] = {
-      byte_range(std::get<I>(xs).unchecked_local())...};
-  const std::pair<const unsigned char*, const unsigned char*> out[n] = {
-      byte_range(std::get<I>(ys).unchecked_local())...};
-  bool ok = true;
-  for (std::size_t t = 0; t < n; ++t) {
-    ok = ok && extents_ok[t] && group_ok[t] && (wire == Wire::exact || float_ok[t]);
-    for (std::size_t u = 0; u < n; ++u)
-      ok = ok && (u == t || !(ranges_overlap(out[t], in[u]) || ranges_overlap(out[t], out[u])));
-  }
-  if (ok) return "";
-  return batch_error(op, x0.communicator().rank(), n, extents_ok, group_ok, float_ok, wire, in, out, status);
+/// Fills the facts of tensor pair (x, y) of a call.
+template <class X, class Y, class X0>
+void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
+  using T = typename X::value_type;
+  t.in = x.unchecked_local().data();
+  t.out = y.unchecked_local().data();
+  t.elem_bytes = sizeof(T);
+  t.in_range = byte_range(x.unchecked_local());
+  t.out_range = byte_range(y.unchecked_local());
+  t.extents = x.global_extents().data();
+  t.out_extents = y.global_extents().data();
+  t.out_same_group = same_group(x.communicator(), y.communicator());
+  t.same_group_as_first = same_group(x.communicator(), x0.communicator());
+  t.is_float = std::is_same_v<T, float>;
 }
 
-/// Everything the engine needs of one typed call, on the stack: signature,
-/// local checks, items, the plan as values.
-template <class Xs, class Ys, std::size_t K>
-struct TypedCall {
+/// The facts of a call on tensors xs into ys (tuples of references) running
+/// `plan`: everything the untyped half (run_call, start_call) needs.
+template <class Xs, class Ys, std::size_t K, std::size_t... I>
+void call_facts(CallFacts& f, Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
+                const std::array<long, K>& from, const std::source_location& loc, long arg, const long* dst_codes,
+                std::index_sequence<I...>) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
-  using G = typename X0::communicator_type;
-  using M = typename X0::memory_space;
-  static constexpr std::size_t n = std::tuple_size_v<Xs>;
-
-  Signature sig;
-  std::string err;
-  std::array<PackedItem, n> items{};
-  OpArgs args;
-
-  /// `op` names the call; `dst` is the signature's target layout (the
-  /// primitives' one code; a redistribution sets each axis's below).
-  template <std::size_t... I>
-  TypedCall(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
-            const std::array<long, K>& from, const std::source_location& loc, std::index_sequence<I...> seq) {
-    const X0& x0 = std::get<0>(xs);
-    sig = make_signature<typename X0::value_type>(op, x0.global_extents(), 0, dst, loc);
-    if constexpr (n > 1) set_types<typename tensor_t<std::tuple_element_t<I, Xs>>::value_type...>(sig);
-    X0::set_layouts(sig, x0.communicator());
-    sig.wire = static_cast<std::uint32_t>(wire);
-    Status failed = Status::ok;
-    err = check_items(op_name(static_cast<std::uint32_t>(op)), xs, ys, wire, failed, seq);
-    if (!err.empty()) sig.status = static_cast<std::uint32_t>(failed);
-    items = {PackedItem{std::get<I>(xs).unchecked_local().data(), std::get<I>(ys).unchecked_local().data(),
-                        sizeof(typename tensor_t<std::tuple_element_t<I, Xs>>::value_type)}...};
-    constexpr int rt = reduce_type_code<typename X0::value_type>();
-    args = OpArgs{items,
-                  std::span<const std::size_t>(x0.global_extents()),
-                  std::span<const MeshStep>(plan.steps.data(), plan.size),
-                  std::span<const long>(from),
-                  wire,
-                  static_cast<ReduceType>(rt < 0 ? 0 : rt)};
+  using T0 = typename X0::value_type;
+  const X0& x0 = std::get<0>(xs);
+  f.op = op, f.dst = dst, f.arg = arg, f.dst_codes = dst_codes, f.wire = wire, f.loc = loc;
+  f.n = sizeof...(I);
+  f.tensor_rank = X0::rank;
+  f.rank = x0.communicator().rank();
+  if constexpr (sizeof...(I) > 1) {
+    using Types = BatchTypes<typename tensor_t<std::tuple_element_t<I, Xs>>::value_type...>;
+    f.type_hash = Types::value.hash;
+    f.elem_bytes = (sizeof(typename tensor_t<std::tuple_element_t<I, Xs>>::value_type) + ...);
+    f.type_name = Types::value.names;
+  } else {
+    f.type_hash = SingleType<T0>::value.hash;
+    f.elem_bytes = sizeof(T0);
+    f.type_name = SingleType<T0>::value.names;
   }
-};
+  static constexpr auto codes = placement_codes<typename X0::layout_type>::value;
+  f.src_codes = codes.data();
+  f.mesh_axes = is_mesh_v<typename X0::communicator_type> ? std::uint32_t(codes.size()) : 0;
+  const auto shape = group_traits<typename X0::communicator_type>::shape(x0.communicator());
+  for (std::size_t a = 0; a < shape.size(); ++a) f.mesh_shape[a] = shape[a];
+  (tensor_facts(f.t[I], std::get<I>(xs), std::get<I>(ys), x0), ...);
+  constexpr int rt = reduce_type_code<T0>();
+  f.rtype = static_cast<ReduceType>(rt < 0 ? 0 : rt);
+  f.steps = plan.steps.data(), f.n_steps = plan.size;
+  f.from = from.data(), f.axes = K;
+}
 
 /// Runs the operation of `plan` on tensors xs into ys (tuples of
 /// references), blocking. Collective over their group.
@@ -320,13 +243,12 @@ template <class Xs, class Ys, std::size_t K>
 void operate(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
              const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
              const long* dst_codes = nullptr) {
-  TypedCall<Xs, Ys, K> call(op, dst, xs, ys, wire, plan, from, loc, std::make_index_sequence<std::tuple_size_v<Xs>>{});
-  call.sig.arg = arg;
-  if (dst_codes)
-    for (std::size_t a = 0; a < K; ++a) call.sig.dst_layout[a] = dst_codes[a];
-  using C = TypedCall<Xs, Ys, K>;
-  GroupPorts<typename C::G, typename C::M> ports(std::get<0>(xs).communicator());
-  run_operation<typename C::M>(ports.group(), call.args, call.sig, std::move(call.err));
+  using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
+  CallFacts f;
+  call_facts(f, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
+             std::make_index_sequence<std::tuple_size_v<Xs>>{});
+  GroupPorts<typename X0::communicator_type, typename X0::memory_space> ports(std::get<0>(xs).communicator());
+  run_call<typename X0::memory_space>(ports.group(), f);
 }
 
 /// Starts the operation of `plan` (split-phase); as operate.
@@ -334,14 +256,14 @@ template <class Xs, class Ys, std::size_t K>
 auto start(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
            const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
            const long* dst_codes = nullptr) {
-  TypedCall<Xs, Ys, K> call(op, dst, xs, ys, wire, plan, from, loc, std::make_index_sequence<std::tuple_size_v<Xs>>{});
-  call.sig.arg = arg;
-  if (dst_codes)
-    for (std::size_t a = 0; a < K; ++a) call.sig.dst_layout[a] = dst_codes[a];
-  using C = TypedCall<Xs, Ys, K>;
-  auto ports = std::make_shared<GroupPorts<typename C::G, typename C::M>>(std::get<0>(xs).communicator());
-  const OpGroup<typename C::M>& g = ports->group();
-  return start_operation<typename C::M>(g, std::move(ports), call.args, call.sig, std::move(call.err));
+  using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
+  using M = typename X0::memory_space;
+  CallFacts f;
+  call_facts(f, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
+             std::make_index_sequence<std::tuple_size_v<Xs>>{});
+  auto ports = std::make_shared<GroupPorts<typename X0::communicator_type, M>>(std::get<0>(xs).communicator());
+  const OpGroup<M>& g = ports->group();
+  return start_call<M>(g, std::move(ports), f);
 }
 
 /// A local copy of one run pattern pair (a split's slice). Not collective.

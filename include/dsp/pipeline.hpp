@@ -48,12 +48,12 @@ template <class L>
 struct ToStep {};
 
 /// What a step needs of the layout before it, and what it leaves.
-enum class Cat { any, sharded, replicated, other };
+enum class LayoutKind { any, sharded, replicated, other };
 template <class L>
-constexpr Cat cat_of() {
-  if constexpr (is_sharded_v<L>) return Cat::sharded;
-  else if constexpr (is_replicated_v<L>) return Cat::replicated;
-  else return Cat::other;
+constexpr LayoutKind cat_of() {
+  if constexpr (is_sharded_v<L>) return LayoutKind::sharded;
+  else if constexpr (is_replicated_v<L>) return LayoutKind::replicated;
+  else return LayoutKind::other;
 }
 
 /// The layout of the gradient of a tensor of layout L (for adjoints): the
@@ -72,8 +72,8 @@ template <class S>
 struct step_traits;
 template <std::size_t D>
 struct step_traits<SplitStep<D>> {
-  static constexpr Cat needs = Cat::replicated;
-  static constexpr Cat leaves = Cat::sharded;
+  static constexpr LayoutKind needs = LayoutKind::replicated;
+  static constexpr LayoutKind leaves = LayoutKind::sharded;
   static constexpr std::size_t max_dim = D;
   template <class In>
   using out = Sharded<D>;
@@ -82,8 +82,8 @@ struct step_traits<SplitStep<D>> {
 };
 template <std::size_t D>
 struct step_traits<SwitchStep<D>> {
-  static constexpr Cat needs = Cat::sharded;
-  static constexpr Cat leaves = Cat::sharded;
+  static constexpr LayoutKind needs = LayoutKind::sharded;
+  static constexpr LayoutKind leaves = LayoutKind::sharded;
   static constexpr std::size_t max_dim = D;
   template <class In>
   using out = Sharded<D>;
@@ -92,8 +92,8 @@ struct step_traits<SwitchStep<D>> {
 };
 template <>
 struct step_traits<GatherStep> {
-  static constexpr Cat needs = Cat::sharded;
-  static constexpr Cat leaves = Cat::replicated;
+  static constexpr LayoutKind needs = LayoutKind::sharded;
+  static constexpr LayoutKind leaves = LayoutKind::replicated;
   static constexpr std::size_t max_dim = 0;
   template <class In>
   using out = Replicated;
@@ -102,8 +102,8 @@ struct step_traits<GatherStep> {
 };
 template <class L>
 struct step_traits<ToStep<L>> {
-  static constexpr Cat needs = Cat::any;
-  static constexpr Cat leaves = cat_of<L>();
+  static constexpr LayoutKind needs = LayoutKind::any;
+  static constexpr LayoutKind leaves = cat_of<L>();
   static constexpr std::size_t max_dim = fitting_rank<L, L>() - 1;
   template <class In>
   using out = L;
@@ -116,7 +116,7 @@ struct step_traits<ToStep<L>> {
 };
 
 template <class S, class L>
-inline constexpr bool step_accepts_v = step_traits<S>::needs == Cat::any || step_traits<S>::needs == cat_of<L>();
+inline constexpr bool step_accepts_v = step_traits<S>::needs == LayoutKind::any || step_traits<S>::needs == cat_of<L>();
 
 template <class S>
 inline constexpr bool is_to_step_v = false;
@@ -151,7 +151,7 @@ struct first_input<SplitStep<D>, Rest...> {
 
 template <class A, class B>
 constexpr bool junction_ok() {
-  return step_traits<B>::needs == Cat::any || step_traits<B>::needs == step_traits<A>::leaves;
+  return step_traits<B>::needs == LayoutKind::any || step_traits<B>::needs == step_traits<A>::leaves;
 }
 
 template <class... Steps>
@@ -159,10 +159,10 @@ constexpr bool valid_chain() {
   if constexpr (sizeof...(Steps) < 2) {
     return true;
   } else {
-    constexpr Cat needs[] = {step_traits<Steps>::needs...};
-    constexpr Cat leaves[] = {step_traits<Steps>::leaves...};
+    constexpr LayoutKind needs[] = {step_traits<Steps>::needs...};
+    constexpr LayoutKind leaves[] = {step_traits<Steps>::leaves...};
     for (std::size_t k = 1; k < sizeof...(Steps); ++k)
-      if (needs[k] != Cat::any && needs[k] != leaves[k - 1]) return false;
+      if (needs[k] != LayoutKind::any && needs[k] != leaves[k - 1]) return false;
     return true;
   }
 }
@@ -356,15 +356,15 @@ class Pipeline {
 
   /// One step from layout From to To, on rank `rank` of `n` or at `coords` of a mesh.
   template <class S, class From, class To, std::size_t R, class Shape>
-  static constexpr TransitionCost step_cost(const std::array<std::size_t, R>& e, std::size_t eb, const Shape& shape,
-                                            const Shape& where) {
+  static constexpr TransitionCost step_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                            const Shape& shape, const Shape& where) {
     if constexpr (detail::is_to_step_v<S>) {
       using P = redistribute_plan<From, To, R>;
-      detail::MeshPlan<P::axes> plan = P::plan;
+      MeshPlan<P::axes> plan = P::plan;
       std::array<int, P::axes> sh{}, at{};
       if constexpr (std::is_integral_v<Shape>) sh[0] = int(shape), at[0] = int(where);
       else sh = shape, at = where;
-      const auto rc = detail::plan_cost_on(plan, P::from, e, eb, sh, at);
+      const auto rc = detail::plan_cost_on(plan, P::from, e, elem_bytes, sh, at);
       TransitionCost t;
       t.primitive = Primitive::redistribute;
       t.collective = P::collectives() ? Collective::planned : Collective::none;
@@ -372,17 +372,17 @@ class Pipeline {
       t.bytes = rc.bytes;
       return t;
     } else {
-      return transition_cost<From, To>(e, eb, shape, where);
+      return transition_cost<From, To>(e, elem_bytes, shape, where);
     }
   }
 
   template <class Chain, std::size_t R, class Shape, std::size_t... I>
-  static constexpr PipelineCost<size> cost_on(const std::array<std::size_t, R>& e, std::size_t eb, const Shape& shape,
-                                              const Shape& where, std::index_sequence<I...>) {
+  static constexpr PipelineCost<size> cost_on(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                              const Shape& shape, const Shape& where, std::index_sequence<I...>) {
     using StepTuple = std::tuple<Steps...>;
     PipelineCost<size> c;
     ((c.steps[I] = step_cost<std::tuple_element_t<I, StepTuple>, std::tuple_element_t<I, Chain>,
-                             std::tuple_element_t<I + 1, Chain>>(e, eb, shape, where)),
+                             std::tuple_element_t<I + 1, Chain>>(e, elem_bytes, shape, where)),
      ...);
     for (const auto& s : c.steps) {
       c.collectives += s.collectives;
@@ -408,8 +408,10 @@ constexpr auto operator|(Pipeline<A...>, Pipeline<B...>) {
     using First = std::tuple_element_t<0, std::tuple<B...>>;
     constexpr auto needs = detail::step_traits<First>::needs;
     constexpr auto leaves = detail::step_traits<Last>::leaves;
-    constexpr bool split_after_sharded = needs == detail::Cat::replicated && leaves == detail::Cat::sharded;
-    constexpr bool sharded_after_gather = needs == detail::Cat::sharded && leaves == detail::Cat::replicated;
+    constexpr bool split_after_sharded =
+        needs == detail::LayoutKind::replicated && leaves == detail::LayoutKind::sharded;
+    constexpr bool sharded_after_gather =
+        needs == detail::LayoutKind::sharded && leaves == detail::LayoutKind::replicated;
     static_assert(!split_after_sharded,
                   "dsp::Pipeline: split<D> needs a Replicated tensor, but the step before it leaves the tensor "
                   "Sharded. Move a shard with switch_to<D>.");

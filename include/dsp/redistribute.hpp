@@ -87,17 +87,17 @@ struct redistribute_plan {
   static constexpr std::array<long, axes> from = detail::codes_v<From>;
   static constexpr std::array<long, axes> to = detail::codes_v<To>;
   /// The steps, in order.
-  static constexpr detail::MeshPlan<axes> plan = detail::make_plan<From, To, Rank>();
+  static constexpr MeshPlan<axes> plan = detail::make_plan<From, To, Rank>();
   static_assert(plan.found, "dsp::redistribute_plan: no plan found (a bug: every placement reaches every other).");
 
   /// The number of steps (0: From == To, a copy).
   static constexpr std::size_t size() { return plan.size; }
-  /// Step k: its kind (detail::StepKind), axis, and the axis's placement code before and after.
-  static constexpr detail::MeshStep step(std::size_t k) { return plan.steps[k]; }
+  /// Step k: its kind (StepKind), axis, and the axis's placement code before and after.
+  static constexpr MeshStep step(std::size_t k) { return plan.steps[k]; }
   /// The number of steps that communicate.
   static constexpr std::size_t collectives() {
     std::size_t c = 0;
-    for (const auto& s : plan) c += detail::communicates(s.kind) ? 1 : 0;
+    for (const auto& s : plan) c += communicates(s.kind) ? 1 : 0;
     return c;
   }
 
@@ -131,7 +131,7 @@ struct redistribute_plan {
       std::string t;
       for (std::size_t k = 0; k < plan.size; ++k) {
         const auto& s = plan.steps[k];
-        t += (k ? "; " : "") + std::string(detail::step_name(s.kind)) + " on axis " + std::to_string(s.axis) + ": " +
+        t += (k ? "; " : "") + std::string(step_name(s.kind)) + " on axis " + std::to_string(s.axis) + ": " +
              detail::layout_text(s.from) + " -> " + detail::layout_text(s.to);
       }
       return t;
@@ -517,7 +517,7 @@ auto redistribute_axis(const X& x, std::source_location loc = std::source_locati
     using To = typename detail::with_axis<typename detail::tensor_t<X>::layout_type, A, P>::type;
     using Y = detail::relayout_t<X, To>;
     using Pl = detail::plan_of<X, To>;
-    constexpr detail::MeshPlan<Pl::axes> one = detail::one_step<A, detail::layout_code<P>()>(Pl::from);
+    constexpr MeshPlan<Pl::axes> one = detail::one_step<A, detail::layout_code<P>()>(Pl::from);
     Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
     detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, one);
     return y;

@@ -5,7 +5,7 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/busy.hpp>
+#include <dsp/engine/exclusive.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
 #include <dsp/group.hpp>
@@ -326,7 +326,7 @@ class DistTensor {
   template <class V>
   void wrap(const V& local, const std::source_location& loc) {
     const auto& world = group_traits::world(comm_);
-    detail::Busy busy(world, "dsp::DistTensor construction");
+    detail::ExclusiveUse use(world, "dsp::DistTensor construction");
     std::string why = detail::size_error(global_, sizeof(T));
     if (why.empty())
       if (std::string bad = detail::view_error(local, local_extents()); !bad.empty())
@@ -334,7 +334,7 @@ class DistTensor {
               "): " + bad + " (layout " + layout_text() + ", global extents " + detail::text(global_) + ")";
     detail::Signature sig = detail::make_signature<T>(detail::Op::construct, {}, 0, 0, loc);
     set_layouts(sig, comm_);
-    for (std::size_t a = 0; a < detail::kMaxAxes; ++a) sig.dst_layout[a] = sig.src_layout[a];
+    for (std::size_t a = 0; a < kMaxAxes; ++a) sig.dst_layout[a] = sig.src_layout[a];
     sig.tensor_rank = Rank;
     if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_local_view);
     auto c = world;

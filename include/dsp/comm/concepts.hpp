@@ -112,7 +112,7 @@ struct NoArrival {
 /// own chunk's copy) while they fly. Both sides of a pair cut a chunk the same
 /// way, and messages of one pair keep their order.
 template <class C>
-concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n,
+concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const PeerRuns> v, std::size_t n,
                                 detail::NoLocalCopy local) {
   c.exchange_runs(s, v, r, v, n, local);
 };
@@ -125,7 +125,7 @@ concept PeerExchange = requires(C& c, const void* s, void* r, std::span<const de
 /// receive k (an index into `recvs`) as soon as all its messages have landed.
 template <class C>
 concept AsyncPeerExchange = PeerExchange<C> &&
-    requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n, typename C::Pending& p) {
+    requires(C& c, const void* s, void* r, std::span<const PeerRuns> v, std::size_t n, typename C::Pending& p) {
   { c.post_runs(s, v, r, v, n) } -> std::same_as<typename C::Pending>;
   { c.test_runs(p) } -> std::convertible_to<bool>;
   c.wait_runs(p);
@@ -136,7 +136,7 @@ concept AsyncPeerExchange = PeerExchange<C> &&
 /// (MPI_Alltoallw): the backend packs while it transfers. `local()` runs
 /// before the exchange.
 template <class C>
-concept TypedExchange = requires(C& c, const void* s, void* r, std::span<const detail::PeerRuns> v, std::size_t n,
+concept TypedExchange = requires(C& c, const void* s, void* r, std::span<const PeerRuns> v, std::size_t n,
                                  detail::NoLocalCopy local) {
   c.exchange_runs_typed(s, v, r, v, n, local);
 };
@@ -188,7 +188,68 @@ concept DeadlineControl = requires(C& c, const void* s, void* r, std::size_t n, 
   { c.control_all_gather_until(s, r, n, t) } -> std::convertible_to<std::vector<int>>;
 };
 
+/// The optional capabilities as bits, for a backend to declare what it means
+/// to have: `static constexpr unsigned capabilities = dsp::kPeerExchange | ...;`.
+/// dsp checks the declaration against the concepts wherever it uses the
+/// backend (a static_assert per capability), so a wrapper that forgets to
+/// forward one, or a backend that breaks one, fails to compile instead of
+/// silently taking another algorithm.
+enum Capability : unsigned {
+  kPeerExchange = 1u << 0,
+  kTypedExchange = 1u << 1,
+  kAsyncPeerExchange = 1u << 2,
+  kStreamOrdered = 1u << 3,
+  kOwnExecutionSpace = 1u << 4,
+  kSplittable = 1u << 5,
+  kReductions = 1u << 6,
+  kDeadlineControl = 1u << 7,
+};
+
+/// The capabilities C has, as bits (from the concepts).
+template <class C>
+constexpr unsigned capabilities_met() {
+  return (PeerExchange<C> ? kPeerExchange : 0u) | (TypedExchange<C> ? kTypedExchange : 0u) |
+         (AsyncPeerExchange<C> ? kAsyncPeerExchange : 0u) | (StreamOrdered<C> ? kStreamOrdered : 0u) |
+         (OwnExecutionSpace<C> ? kOwnExecutionSpace : 0u) | (Splittable<C> ? kSplittable : 0u) |
+         (Reductions<C> ? kReductions : 0u) | (DeadlineControl<C> ? kDeadlineControl : 0u);
+}
+
+/// The capabilities C declares (C::capabilities), or what it has when it declares none.
+template <class C>
+constexpr unsigned capabilities_declared() {
+  if constexpr (requires { C::capabilities; }) return unsigned(C::capabilities);
+  else return capabilities_met<C>();
+}
+
 namespace detail {
+/// Whether capability `bit` is declared exactly when it is met.
+template <class C, unsigned Bit>
+inline constexpr bool declared_as_met = ((capabilities_declared<C>() & Bit) != 0) ==
+                                        ((capabilities_met<C>() & Bit) != 0);
+
+/// One static_assert per capability: the message names the one that differs.
+template <class C>
+constexpr bool check_declared_capabilities() {
+  static_assert(declared_as_met<C, kPeerExchange>,
+                "dsp: the communicator's declared capabilities (C::capabilities) and dsp::PeerExchange disagree: it "
+                "declares kPeerExchange without meeting the concept, or meets it without declaring it.");
+  static_assert(declared_as_met<C, kTypedExchange>,
+                "dsp: the communicator's declared capabilities and dsp::TypedExchange disagree.");
+  static_assert(declared_as_met<C, kAsyncPeerExchange>,
+                "dsp: the communicator's declared capabilities and dsp::AsyncPeerExchange disagree.");
+  static_assert(declared_as_met<C, kStreamOrdered>,
+                "dsp: the communicator's declared capabilities and dsp::StreamOrdered disagree.");
+  static_assert(declared_as_met<C, kOwnExecutionSpace>,
+                "dsp: the communicator's declared capabilities and dsp::OwnExecutionSpace disagree.");
+  static_assert(declared_as_met<C, kSplittable>,
+                "dsp: the communicator's declared capabilities and dsp::Splittable disagree.");
+  static_assert(declared_as_met<C, kReductions>,
+                "dsp: the communicator's declared capabilities and dsp::Reductions disagree.");
+  static_assert(declared_as_met<C, kDeadlineControl>,
+                "dsp: the communicator's declared capabilities and dsp::DeadlineControl disagree.");
+  return true;
+}
+
 /// Registers, once per process, the Kokkos finalize hook that drops every
 /// communicator's cached objects (CommResources::release_all): the Kokkos
 /// memory among them must not outlive Kokkos::finalize.

@@ -72,6 +72,8 @@ template <Communicator C>
 class CountingCommunicator {
  public:
   using memory_space = typename C::memory_space;
+  /// Every capability of C, and no other (checked against the concepts wherever dsp uses it).
+  static constexpr unsigned capabilities = capabilities_declared<C>();
   using inner_type = C;
 
   explicit CountingCommunicator(C inner) : inner_(std::move(inner)), counts_(std::make_shared<CommCounts>()) {}
@@ -150,23 +152,21 @@ class CountingCommunicator {
   }
 
   template <class Local>
-  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                     std::span<const detail::PeerRuns> recvs, std::size_t elem,
-                     Local&& local) requires PeerExchange<C> {
+  void exchange_runs(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                     std::size_t elem, Local&& local) requires PeerExchange<C> {
     count_exchange(sends, elem);
     inner_.exchange_runs(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
   template <class Local>
-  void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                           std::span<const detail::PeerRuns> recvs, std::size_t elem,
-                           Local&& local) requires TypedExchange<C> {
+  void exchange_runs_typed(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                           std::size_t elem, Local&& local) requires TypedExchange<C> {
     count_exchange(sends, elem);
     inner_.exchange_runs_typed(s, sends, r, recvs, elem, std::forward<Local>(local));
   }
   /// The split-phase exchange of the wrapped communicator, counted when posted.
   using Pending = typename detail::pending_of<C>::type;
-  Pending post_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                    std::span<const detail::PeerRuns> recvs, std::size_t elem) requires AsyncPeerExchange<C> {
+  Pending post_runs(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                    std::size_t elem) requires AsyncPeerExchange<C> {
     count_exchange(sends, elem);
     return inner_.post_runs(s, sends, r, recvs, elem);
   }
@@ -191,7 +191,7 @@ class CountingCommunicator {
 
  private:
   std::size_t others() const { return static_cast<std::size_t>(size() > 0 ? size() - 1 : 0); }
-  void count_exchange(std::span<const detail::PeerRuns> sends, std::size_t elem) {
+  void count_exchange(std::span<const PeerRuns> sends, std::size_t elem) {
     ++counts_->exchange;
     for (const auto& pr : sends) counts_->bytes_sent += pr.elems * elem;
   }

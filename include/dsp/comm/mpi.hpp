@@ -249,6 +249,9 @@ template <class MemorySpace = Kokkos::HostSpace>
 class BasicMpiCommunicator {
  public:
   using memory_space = MemorySpace;
+  /// What this backend offers beyond the Communicator concept (checked against the concepts).
+  static constexpr unsigned capabilities =
+      kPeerExchange | kTypedExchange | kAsyncPeerExchange | kSplittable | kReductions | kDeadlineControl;
 
   /// Throws UsageError when MPI is not initialized or already finalized,
   /// InvalidArgument for MPI_COMM_NULL or an intercommunicator (on every rank:
@@ -324,8 +327,8 @@ class BasicMpiCommunicator {
   /// `piece` elements (split further at mpi_count_limit()), straight from the
   /// runs of `s` into the runs of `r`. Both buffers must stay untouched until
   /// the exchange completes (wait_runs, or test_runs returning true).
-  Pending post_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                    std::span<const detail::PeerRuns> recvs, std::size_t elem) {
+  Pending post_runs(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                    std::size_t elem) {
     check_live();
     Pending p;
     post_into(p, s, sends, r, recvs, elem);
@@ -382,8 +385,8 @@ class BasicMpiCommunicator {
   /// of `r`; `local()` runs while the messages fly. Both sides of a pair cut a
   /// chunk the same way, and messages of one pair keep their order.
   template <class Local>
-  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                     std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+  void exchange_runs(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                     std::size_t elem, Local&& local) {
     check_live();
     Pending& p = state_->pending;  // reused: no allocation once warm
     post_into(p, s, sends, r, recvs, elem);
@@ -401,8 +404,8 @@ class BasicMpiCommunicator {
   /// guarantees (from values equal on all ranks) that every byte offset and
   /// run fits MPI's int. `local()` runs before the exchange.
   template <class Local>
-  void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                           std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local) {
+  void exchange_runs_typed(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                           std::size_t elem, Local&& local) {
     check_live();
     detail::MpiState& st = *state_;
     const std::size_t n = static_cast<std::size_t>(size());
@@ -675,15 +678,15 @@ class BasicMpiCommunicator {
   }
 
   // Posts every message of an exchange into p (its vectors reused).
-  void post_into(Pending& p, const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                 std::span<const detail::PeerRuns> recvs, std::size_t elem) {
+  void post_into(Pending& p, const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                 std::size_t elem) {
     p.req.clear();
     p.owner.clear();
     p.left.assign(recvs.size(), 0);
     p.ready.clear();
     MPI_Datatype t = state_->type(elem);
     const std::size_t lim = detail::mpi_count_limit();
-    auto each = [lim](const detail::PeerRuns& pr, auto&& post) {
+    auto each = [lim](const PeerRuns& pr, auto&& post) {
       for (std::size_t e = 0; e < pr.elems; e += pr.piece) {
         const std::size_t at = pr.runs.base + (e / pr.runs.len) * pr.runs.stride + e % pr.runs.len;
         for (std::size_t done = 0; done < pr.piece; done += lim) post(at + done, std::min(lim, pr.piece - done));

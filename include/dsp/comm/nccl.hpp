@@ -92,6 +92,13 @@ class BasicNcclCommunicator {
   using memory_space = MemorySpace;
   /// Collectives are ordered on the stream: the engine need not fence between steps.
   static constexpr bool stream_ordered = true;
+  /// What this backend offers beyond the Communicator concept (checked against the concepts); its own
+  /// execution space (the stream's Kokkos::Cuda instance) with a CUDA Kokkos.
+  static constexpr unsigned capabilities = kStreamOrdered | kSplittable | kReductions
+#if defined(KOKKOS_ENABLE_CUDA)
+                                           | kOwnExecutionSpace
+#endif
+      ;
 
   BasicNcclCommunicator(ncclComm_t comm, cudaStream_t stream) : state_(std::make_shared<detail::NcclState>()) {
     if (comm == nullptr) throw InvalidArgument("dsp::NcclCommunicator: null ncclComm_t");

@@ -72,13 +72,13 @@ class Port {
   const CommResources& resources() const noexcept { return *resources_; }
   const PortCaps& caps() const noexcept { return caps_; }
 
-  virtual void all_to_all(const void* s, void* r, std::size_t count, std::size_t eb) = 0;
+  virtual void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem_bytes) = 0;
   virtual void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
-                            std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t eb,
+                            std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem_bytes,
                             std::size_t bound) = 0;
   virtual void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
-                            std::span<const std::size_t> rd, std::size_t eb) = 0;
-  virtual void broadcast(void* b, std::size_t count, std::size_t eb, int root) = 0;
+                            std::span<const std::size_t> rd, std::size_t elem_bytes) = 0;
+  virtual void broadcast(void* b, std::size_t count, std::size_t elem_bytes, int root) = 0;
   virtual void control_all_gather(const void* s, void* r, std::size_t bytes) = 0;
   virtual std::vector<int> control_all_gather_until(const void*, void*, std::size_t, Deadline) { missing("deadline"); }
   virtual void exchange_runs(const void*, std::span<const PeerRuns>, void*, std::span<const PeerRuns>, std::size_t,
@@ -124,6 +124,8 @@ class PortOn : public Port {
 /// communicator share its state) and forwards every call.
 template <class Comm, class M = typename Comm::memory_space>
 class PortOf final : public PortOn<M> {
+  static_assert(check_declared_capabilities<Comm>());
+
   template <class P>
   struct PendingOf final : PortPending {
     explicit PendingOf(P&& v) : p(std::move(v)) {}
@@ -142,39 +144,41 @@ class PortOf final : public PortOn<M> {
   Comm& comm() noexcept { return c_; }
 
   typename M::execution_space exec() const override { return execution_space_for<M>(c_); }
-  void all_to_all(const void* s, void* r, std::size_t count, std::size_t eb) override {
-    c_.all_to_all(s, r, count, eb);
+  void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem_bytes) override {
+    c_.all_to_all(s, r, count, elem_bytes);
   }
   void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
-                    std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t eb,
+                    std::span<const std::size_t> rc, std::span<const std::size_t> rd, std::size_t elem_bytes,
                     std::size_t bound) override {
-    c_.all_to_all_v(s, sc, sd, r, rc, rd, eb, bound);
+    c_.all_to_all_v(s, sc, sd, r, rc, rd, elem_bytes, bound);
   }
   void all_gather_v(const void* s, std::size_t count, void* r, std::span<const std::size_t> rc,
-                    std::span<const std::size_t> rd, std::size_t eb) override {
-    c_.all_gather_v(s, count, r, rc, rd, eb);
+                    std::span<const std::size_t> rd, std::size_t elem_bytes) override {
+    c_.all_gather_v(s, count, r, rc, rd, elem_bytes);
   }
-  void broadcast(void* b, std::size_t count, std::size_t eb, int root) override { c_.broadcast(b, count, eb, root); }
+  void broadcast(void* b, std::size_t count, std::size_t elem_bytes, int root) override {
+    c_.broadcast(b, count, elem_bytes, root);
+  }
   void control_all_gather(const void* s, void* r, std::size_t bytes) override { c_.control_all_gather(s, r, bytes); }
   std::vector<int> control_all_gather_until(const void* s, void* r, std::size_t bytes, Deadline t) override {
     if constexpr (DeadlineControl<Comm>) return c_.control_all_gather_until(s, r, bytes, t);
     else this->missing("deadline");
   }
   void exchange_runs(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
-                     std::size_t eb, FunctionRef<void()> local) override {
-    if constexpr (PeerExchange<Comm>) c_.exchange_runs(s, sends, r, recvs, eb, local);
+                     std::size_t elem_bytes, FunctionRef<void()> local) override {
+    if constexpr (PeerExchange<Comm>) c_.exchange_runs(s, sends, r, recvs, elem_bytes, local);
     else this->missing("point-to-point exchange");
   }
   void exchange_runs_typed(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
-                           std::size_t eb, FunctionRef<void()> local) override {
-    if constexpr (TypedExchange<Comm>) c_.exchange_runs_typed(s, sends, r, recvs, eb, local);
+                           std::size_t elem_bytes, FunctionRef<void()> local) override {
+    if constexpr (TypedExchange<Comm>) c_.exchange_runs_typed(s, sends, r, recvs, elem_bytes, local);
     else this->missing("typed exchange");
   }
   std::unique_ptr<PortPending> post_runs(const void* s, std::span<const PeerRuns> sends, void* r,
-                                         std::span<const PeerRuns> recvs, std::size_t eb) override {
+                                         std::span<const PeerRuns> recvs, std::size_t elem_bytes) override {
     if constexpr (AsyncPeerExchange<Comm>) {
       using P = typename Comm::Pending;
-      return std::make_unique<PendingOf<P>>(c_.post_runs(s, sends, r, recvs, eb));
+      return std::make_unique<PendingOf<P>>(c_.post_runs(s, sends, r, recvs, elem_bytes));
     } else {
       this->missing("split-phase exchange");
     }

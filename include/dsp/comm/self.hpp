@@ -19,6 +19,8 @@ template <class MemorySpace = Kokkos::DefaultExecutionSpace::memory_space>
 class BasicSelfCommunicator {
  public:
   using memory_space = MemorySpace;
+  /// What this backend offers beyond the Communicator concept (checked against the concepts).
+  static constexpr unsigned capabilities = kSplittable | kReductions | kDeadlineControl;
 
   int rank() const noexcept { return 0; }
   int size() const noexcept { return 1; }

@@ -32,6 +32,10 @@ class StagedCommunicator {
 
  public:
   using memory_space = MemorySpace;
+  /// Inner's capabilities but split-phase exchange, stream ordering and an own
+  /// execution space (checked against the concepts wherever dsp uses it).
+  static constexpr unsigned capabilities =
+      capabilities_declared<Inner>() & ~unsigned(kAsyncPeerExchange | kStreamOrdered | kOwnExecutionSpace);
   using inner_type = Inner;
 
   explicit StagedCommunicator(Inner inner) : inner_(std::move(inner)) {}
@@ -107,16 +111,14 @@ class StagedCommunicator {
   /// in `MemorySpace`) runs first; then the receive range, own chunk included,
   /// goes to the host, the peers' runs land there, and the range comes back.
   template <class Local>
-  void exchange_runs(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                     std::span<const detail::PeerRuns> recvs, std::size_t elem,
-                     Local&& local) requires PeerExchange<Inner> {
+  void exchange_runs(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                     std::size_t elem, Local&& local) requires PeerExchange<Inner> {
     staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local),
                     [&](const char* hs, char* hr) { inner_.exchange_runs(hs, sends, hr, recvs, elem, [] {}); });
   }
   template <class Local>
-  void exchange_runs_typed(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                           std::span<const detail::PeerRuns> recvs, std::size_t elem,
-                           Local&& local) requires TypedExchange<Inner> {
+  void exchange_runs_typed(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                           std::size_t elem, Local&& local) requires TypedExchange<Inner> {
     staged_exchange(s, sends, r, recvs, elem, std::forward<Local>(local),
                     [&](const char* hs, char* hr) { inner_.exchange_runs_typed(hs, sends, hr, recvs, elem, [] {}); });
   }
@@ -143,15 +145,15 @@ class StagedCommunicator {
   }
 
   /// One past the last element any of `runs` touches.
-  static std::size_t hull(std::span<const detail::PeerRuns> runs) {
+  static std::size_t hull(std::span<const PeerRuns> runs) {
     std::size_t e = 0;
     for (const auto& pr : runs)
       if (pr.elems > 0) e = std::max(e, detail::element_at(pr.runs, pr.elems - 1) + 1);
     return e;
   }
   template <class Local, class Exchange>
-  void staged_exchange(const void* s, std::span<const detail::PeerRuns> sends, void* r,
-                       std::span<const detail::PeerRuns> recvs, std::size_t elem, Local&& local, Exchange&& exchange) {
+  void staged_exchange(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
+                       std::size_t elem, Local&& local, Exchange&& exchange) {
     const std::size_t sbytes = hull(sends) * elem, rbytes = hull(recvs) * elem;
     const char* hs = to_host(bufs().send, s, sbytes);
     local();

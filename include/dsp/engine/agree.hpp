@@ -145,8 +145,8 @@ struct Signature {
   std::int64_t root = -1;
   std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
   std::uint64_t comm_size = 0;
-  std::uint32_t algorithm = 0;  // the Path a rank resolved (0: none or not chosen)
-  std::uint32_t wire = 0;       // dsp::Wire of a switch (0: exact)
+  std::uint32_t path = 0;  // the Path a rank resolved (0: none or not chosen)
+  std::uint32_t wire = 0;  // dsp::Wire of a switch (0: exact)
   std::uint32_t site_line = 0;
   std::uint64_t site_hash = 0;  // 0: call-site checks off
   char type[48] = {};
@@ -184,6 +184,23 @@ struct BatchTypes {
     };
     (add(type_name<T>(), sizeof(T)), ...);
     t.hash = h;
+    return t;
+  }();
+};
+
+/// One element type's name (cut to fit the signature) and hash, as set_type
+/// makes them, at compile time.
+template <class T>
+struct SingleType {
+  struct Text {
+    char names[sizeof Signature::type] = {};
+    std::uint64_t hash = 0;
+  };
+  static constexpr Text value = [] {
+    Text t;
+    constexpr std::string_view n = type_name<T>();
+    for (std::size_t k = 0; k < n.size() && k + 1 < sizeof t.names; ++k) t.names[k] = n[k];
+    t.hash = fnv1a(n) ^ sizeof(T);
     return t;
   }();
 };
@@ -302,8 +319,7 @@ inline bool same_call(const Signature& a, const Signature& b) {
          same_n(a.mesh_shape, b.mesh_shape, axes) && a.tensor_rank == b.tensor_rank &&
          (a.type_hash ^ a.elem_bytes) == (b.type_hash ^ b.elem_bytes) && same_n(a.extents, b.extents, rank) &&
          same_n(a.src_layout, b.src_layout, placements) && same_n(a.dst_layout, b.dst_layout, placements) &&
-         a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.algorithm == b.algorithm &&
-         a.site_hash == b.site_hash;
+         a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.path == b.path && a.site_hash == b.site_hash;
 }
 
 /// What every rank sends in the agreement all-gather: small, because the
@@ -372,7 +388,7 @@ inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
   add(static_cast<std::uint64_t>(s.root));
   add(static_cast<std::uint64_t>(s.arg));
   add(s.wire);
-  add(s.algorithm);
+  add(s.path);
   add(s.site_hash);
   h[0] = a;
   h[1] = b;
@@ -435,10 +451,10 @@ inline std::string describe_disagreement(const std::vector<Signature>& all) {
            " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
   if (differs([](const Signature& s) { return s.wire; }))
     return "wire types disagree: " + list([](const Signature& s) { return std::string(wire_name(Wire(s.wire))); });
-  if (differs([](const Signature& s) { return s.algorithm; }))
+  if (differs([](const Signature& s) { return s.path; }))
     return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
            "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
-           list([](const Signature& s) { return std::string(path_name(s.algorithm)); });
+           list([](const Signature& s) { return std::string(path_name(s.path)); });
   if (differs([](const Signature& s) { return s.site_hash; }))
     return "the ranks reached this collective from different call sites (a rank that skipped a collective is "
            "at its next one; if different places are intended, dsp::set_call_site_checks(false) or "

@@ -8,16 +8,19 @@
 
 #include <dsp/comm/port.hpp>
 #include <dsp/engine/agree.hpp>
-#include <dsp/engine/busy.hpp>
+#include <dsp/engine/exclusive.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/plan/runs.hpp>
 #include <dsp/wire.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <source_location>
 #include <span>
 #include <string>
+#include <utility>
 
 // Whether the engine's definitions are in the headers: always, but with
 // DSP_COMPILED on a host-only Kokkos, where the library has every memory
@@ -51,6 +54,105 @@ struct OpArgs {
   Wire wire = Wire::exact;              // for float tensors, on switch and gather steps
   ReduceType rtype = ReduceType::f32;   // for reductions (Partial placements)
 };
+
+/// A byte range [first, second) of a tensor's block (empty: first == second).
+using ByteRange = std::pair<const unsigned char*, const unsigned char*>;
+inline bool ranges_overlap(ByteRange a, ByteRange b) {
+  return a.first != a.second && b.first != b.second && a.first < b.second && b.first < a.second;
+}
+
+/// What the typed front end knows of one tensor of a call (operate.hpp
+/// fills it): the untyped half checks and runs the call from these facts.
+struct TensorFacts {
+  const void* in = nullptr;
+  void* out = nullptr;
+  std::size_t elem_bytes = 0;
+  ByteRange in_range{}, out_range{};
+  const std::size_t* extents = nullptr;      // the input's global extents
+  const std::size_t* out_extents = nullptr;  // the output's
+  bool out_same_group = true;                // the output lives on the input's group
+  bool same_group_as_first = true;           // the input lives on tensor 0's group
+  bool is_float = false;
+};
+
+/// One call of a front end, as facts: what it is, on which tensors, with
+/// which plan. The typed layer fills it; run_call and start_call (compiled
+/// once per memory space) build the agreement signature, check the outputs
+/// and run the operation.
+struct CallFacts {
+  Op op = Op::redistribute;
+  long dst = 0;                     // the signature's target layout (one code)
+  const long* dst_codes = nullptr;  // or one per axis (a redistribution)
+  long arg = 0;                     // the signature's argument
+  Wire wire = Wire::exact;
+  std::source_location loc;
+  std::size_t n = 1;  // tensors
+  std::size_t tensor_rank = 0;
+  int rank = 0;                     // this rank, for messages
+  std::uint64_t type_hash = 0;      // of the element type(s)
+  std::uint64_t elem_bytes = 0;     // summed over a batch
+  const char* type_name = "";       // at most Signature::type's size
+  const long* src_codes = nullptr;  // the input placement, one code per axis
+  std::uint32_t mesh_axes = 0;      // 0: a plain communicator
+  std::array<int, kMaxAxes> mesh_shape{};
+  ReduceType rtype = ReduceType::f32;
+  const MeshStep* steps = nullptr;
+  std::size_t n_steps = 0;
+  const long* from = nullptr;  // = src_codes, one per axis of the plan
+  std::size_t axes = 1;
+  std::array<TensorFacts, kMaxBatch> t{};
+};
+
+/// What is wrong with an output, as text (cold: only on error).
+DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
+                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
+                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap) {
+  const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
+  if (!std::equal(x_extents.begin(), x_extents.end(), y_extents.begin(), y_extents.end()))
+    return who + ": the output has global extents " + text(y_extents) + " but the input " + text(x_extents);
+  if (!same_group)
+    return who +
+           ": the output lives on a different communicator than the input (not the same ranks in the "
+           "same order)";
+  if (overlap) return who + ": the output shares memory with the input; dsp does not work in place";
+  return "";
+}
+#endif
+
+/// What is wrong with a batch's arguments, as text (cold: only on error):
+/// the first tensor whose extents differ from tensor 0's, that lives on
+/// another group, that is not float under a low-precision wire, or whose
+/// output shares memory with another tensor. Sets `status` to bad_argument
+/// or bad_output.
+DSP_FUNC std::string batch_error(const CallFacts& f, Status& status);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
+  const std::string who = std::string(op_name(std::uint32_t(f.op))) + " (rank " + std::to_string(f.rank) + ")";
+  const std::size_t rank = f.tensor_rank;
+  status = Status::bad_argument;
+  for (std::size_t t = 0; t < f.n; ++t) {
+    const TensorFacts& a = f.t[t];
+    const std::string k = std::to_string(t);
+    if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
+      return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
+             "tensors of equal extents";
+    if (!a.same_group_as_first)
+      return who + ": tensor " + k + " of the batch lives on another communicator than tensor 0";
+    if (f.wire != Wire::exact && !a.is_float)
+      return who + ": a low-precision wire (" + wire_name(f.wire) + ") needs float tensors; tensor " + k + " is not";
+    for (std::size_t u = 0; u < f.n; ++u)
+      if (u != t && (ranges_overlap(a.out_range, f.t[u].in_range) || ranges_overlap(a.out_range, f.t[u].out_range))) {
+        status = Status::bad_output;
+        return who + ": output " + k + " shares memory with " +
+               (ranges_overlap(a.out_range, f.t[u].in_range) ? "input " : "output ") + std::to_string(u) +
+               " of the batch; dsp does not work in place";
+      }
+  }
+  return "";
+}
+#endif
 
 template <class M>
 struct FlightState;
@@ -86,18 +188,18 @@ class Flight {
 
 /// A local copy along one run pattern pair (a split's slice). Not collective.
 template <class M>
-void execute_local_copy(PortOn<M>& comm, const CopyTask& t, const void* in, void* out, std::size_t eb);
+void execute_local_copy(PortOn<M>& comm, const CopyTask& t, const void* in, void* out, std::size_t elem_bytes);
 
 /// Replicated -> Sharded<d> of a block of extents `global`: this rank's
 /// slice, a local copy. Not collective.
 template <class M>
 void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::size_t d, const void* in, void* out,
-                   std::size_t eb);
+                   std::size_t elem_bytes);
 
 struct RootArgs {
   const void* in = nullptr;  // the whole tensor, on the root only
   void* out = nullptr;       // this rank's block
-  std::size_t eb = 0;
+  std::size_t elem_bytes = 0;
   std::span<const std::size_t> global;
   long d = -1;  // Sharded<d> (scatter), or -1: Replicated (broadcast)
   int root = 0;
@@ -107,6 +209,15 @@ struct RootArgs {
 /// (dsp::distribute). Collective; `err` carries a local failure.
 template <class M>
 void run_from_root(PortOn<M>& comm, Signature sig, std::string err, const RootArgs& a);
+
+/// A call from its facts, blocking: the signature, the output checks, then
+/// run_operation. Collective over the group.
+template <class M>
+void run_call(const OpGroup<M>& g, const CallFacts& f);
+
+/// A call from its facts, split-phase: as run_call, through start_operation.
+template <class M>
+std::unique_ptr<Flight<M>> start_call(const OpGroup<M>& g, std::shared_ptr<void> keep, const CallFacts& f);
 
 /// A whole operation, blocking. Collective over the group.
 template <class M>
@@ -126,6 +237,9 @@ extern template void run_operation<Kokkos::HostSpace>(const OpGroup<Kokkos::Host
 extern template std::unique_ptr<Flight<Kokkos::HostSpace>> start_operation<Kokkos::HostSpace>(
     const OpGroup<Kokkos::HostSpace>&, std::shared_ptr<void>, const OpArgs&, Signature, std::string);
 extern template class Flight<Kokkos::HostSpace>;
+extern template void run_call<Kokkos::HostSpace>(const OpGroup<Kokkos::HostSpace>&, const CallFacts&);
+extern template std::unique_ptr<Flight<Kokkos::HostSpace>> start_call<Kokkos::HostSpace>(
+    const OpGroup<Kokkos::HostSpace>&, std::shared_ptr<void>, const CallFacts&);
 extern template void execute_local_copy<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, const CopyTask&, const void*,
                                                            void*, std::size_t);
 extern template void execute_split<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, std::span<const std::size_t>,

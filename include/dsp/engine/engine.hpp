@@ -20,7 +20,7 @@
 #include <dsp/comm/port.hpp>
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/api.hpp>
-#include <dsp/engine/busy.hpp>
+#include <dsp/engine/exclusive.hpp>
 #include <dsp/engine/workspace.hpp>
 #include <dsp/error.hpp>
 #include <dsp/kernels/copy.hpp>
@@ -77,17 +77,17 @@ void fence_after(const Port& port, const Exec& exec) {
 /// No exchange at all (the typed one is a collective) when nothing moves
 /// between ranks anywhere: one rank, or an empty tensor.
 template <class M>
-void execute_peer(PortOn<M>& comm, const PeerPlan& plan, bool typed, const void* in, void* out, std::size_t eb,
+void execute_peer(PortOn<M>& comm, const PeerPlan& plan, bool typed, const void* in, void* out, std::size_t elem_bytes,
                   std::span<const std::size_t> global) {
   const auto exec = comm.exec();
   auto local = [&] {
-    copy_runs(exec, out, in, eb, std::span(&plan.self, 1));
+    copy_runs(exec, out, in, elem_bytes, std::span(&plan.self, 1));
     fence_after(comm, exec);
   };
   if (comm.size() == 1 || product(global) == 0) return local();
   fence_before_transfer(comm, exec);
-  if (typed) comm.exchange_runs_typed(in, plan.sends, out, plan.recvs, eb, local);
-  else comm.exchange_runs(in, plan.sends, out, plan.recvs, eb, local);
+  if (typed) comm.exchange_runs_typed(in, plan.sends, out, plan.recvs, elem_bytes, local);
+  else comm.exchange_runs(in, plan.sends, out, plan.recvs, elem_bytes, local);
 }
 
 /// The prepare phase's frame: runs `body` (planning, reserving memory) unless
@@ -112,7 +112,7 @@ auto prepare(int rank, Signature& sig, std::string& err, Body&& body) -> decltyp
 struct SwitchArgs {
   const void* in = nullptr;
   void* out = nullptr;
-  std::size_t eb = 0;
+  std::size_t elem_bytes = 0;
   std::span<const std::size_t> global;
   std::size_t i = 0, j = 0;  // Sharded<i> -> Sharded<j>
 };
@@ -121,11 +121,12 @@ struct SwitchArgs {
 /// May throw: call it inside prepare().
 template <class M>
 std::shared_ptr<const SwitchPlan> plan_and_reserve_switch(Port& comm, const SwitchArgs& a, SwitchAlgorithm setting) {
-  auto plan = cached_switch_plan(a.global, a.i, a.j, comm.rank(), comm.size(), a.eb, capabilities_of(comm), setting);
+  auto plan =
+      cached_switch_plan(a.global, a.i, a.j, comm.rank(), comm.size(), a.elem_bytes, capabilities_of(comm), setting);
   std::size_t sb = 0, rb = 0;
   if (const auto* p = std::get_if<AlltoallPlan>(plan.get())) sb = p->send_elems, rb = p->recv_elems;
   if (const auto* p = std::get_if<AlltoallvPlan>(plan.get())) sb = p->send_elems, rb = p->recv_elems;
-  if (sb || rb) workspace<M>(comm).reserve(sb * a.eb, rb * a.eb);
+  if (sb || rb) workspace<M>(comm).reserve(sb * a.elem_bytes, rb * a.elem_bytes);
   return plan;
 }
 
@@ -133,33 +134,34 @@ std::shared_ptr<const SwitchPlan> plan_and_reserve_switch(Port& comm, const Swit
 template <class M>
 void execute_switch(PortOn<M>& comm, const SwitchPlan& plan, const SwitchArgs& a) {
   const auto exec = comm.exec();
-  const std::size_t eb = a.eb;
+  const std::size_t elem_bytes = a.elem_bytes;
   const bool empty = product(a.global) == 0;
   const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
   unsigned char* sbuf = ws ? ws->send() : nullptr;
   unsigned char* rbuf = ws ? ws->recv() : nullptr;
   if (const auto* p = std::get_if<IdentityPlan>(&plan)) {
-    copy_runs(exec, a.out, a.in, eb, std::span(&p->copy, 1));
+    copy_runs(exec, a.out, a.in, elem_bytes, std::span(&p->copy, 1));
     fence_after(comm, exec);
   } else if (const auto* p = std::get_if<AlltoallPlan>(&plan)) {  // own chunk included: the backend copies it
-    copy_runs(exec, sbuf, a.in, eb, p->pack);
+    copy_runs(exec, sbuf, a.in, elem_bytes, p->pack);
     fence_before_transfer(comm, exec);
-    if (!empty) comm.all_to_all(p->send_from_input ? a.in : sbuf, p->recv_into_output ? a.out : rbuf, p->count, eb);
-    copy_runs(exec, a.out, rbuf, eb, p->unpack);
+    if (!empty)
+      comm.all_to_all(p->send_from_input ? a.in : sbuf, p->recv_into_output ? a.out : rbuf, p->count, elem_bytes);
+    copy_runs(exec, a.out, rbuf, elem_bytes, p->unpack);
     fence_after(comm, exec);
   } else if (const auto* p = std::get_if<AlltoallvPlan>(&plan)) {
-    copy_runs(exec, sbuf, a.in, eb, p->pack);
-    copy_runs(exec, a.out, a.in, eb, std::span(&p->self, 1));
+    copy_runs(exec, sbuf, a.in, elem_bytes, p->pack);
+    copy_runs(exec, a.out, a.in, elem_bytes, std::span(&p->self, 1));
     fence_before_transfer(comm, exec);
     if (comm.size() > 1 && !empty)
       comm.all_to_all_v(p->send_from_input ? a.in : sbuf, p->send_counts, p->send_displs,
-                        p->recv_into_output ? a.out : rbuf, p->recv_counts, p->recv_displs, eb, p->bound);
-    copy_runs(exec, a.out, rbuf, eb, p->unpack);
+                        p->recv_into_output ? a.out : rbuf, p->recv_counts, p->recv_displs, elem_bytes, p->bound);
+    copy_runs(exec, a.out, rbuf, elem_bytes, p->unpack);
     fence_after(comm, exec);
   } else if (const auto* p = std::get_if<TypedPlan>(&plan)) {
-    execute_peer(comm, *p, true, a.in, a.out, eb, a.global);
+    execute_peer(comm, *p, true, a.in, a.out, elem_bytes, a.global);
   } else {
-    execute_peer(comm, std::get<PeerPlan>(plan), false, a.in, a.out, eb, a.global);
+    execute_peer(comm, std::get<PeerPlan>(plan), false, a.in, a.out, elem_bytes, a.global);
   }
 }
 
@@ -168,7 +170,7 @@ void execute_switch(PortOn<M>& comm, const SwitchPlan& plan, const SwitchArgs& a
 struct GatherArgs {
   const void* in = nullptr;
   void* out = nullptr;
-  std::size_t eb = 0;
+  std::size_t elem_bytes = 0;
   std::span<const std::size_t> global;
   std::size_t d = 0;  // Sharded<d> -> Replicated
 };
@@ -176,9 +178,9 @@ struct GatherArgs {
 /// The plan of a gather, with the receive buffer reserved. May throw.
 template <class M>
 GatherPlan plan_and_reserve_gather(Port& comm, const GatherArgs& a, SwitchAlgorithm setting) {
-  GatherPlan plan = plan_gather(a.global, a.d, comm.rank(), comm.size(), a.eb, capabilities_of(comm), setting);
+  GatherPlan plan = plan_gather(a.global, a.d, comm.rank(), comm.size(), a.elem_bytes, capabilities_of(comm), setting);
   if (const auto* g = std::get_if<AllgatherPlan>(&plan); g && !g->recv_into_output && comm.size() > 1)
-    workspace<M>(comm).reserve(0, g->recv_elems * a.eb);
+    workspace<M>(comm).reserve(0, g->recv_elems * a.elem_bytes);
   return plan;
 }
 
@@ -187,11 +189,11 @@ template <class M>
 void execute_gather(PortOn<M>& comm, const GatherPlan& plan, const GatherArgs& a) {
   const auto exec = comm.exec();
   if (const auto* peer = std::get_if<PeerPlan>(&plan))
-    return execute_peer(comm, *peer, false, a.in, a.out, a.eb, a.global);
+    return execute_peer(comm, *peer, false, a.in, a.out, a.elem_bytes, a.global);
   const std::size_t total = product(a.global);
   if (comm.size() == 1) {
     const CopyTask t{contiguous(0, total), contiguous(0, total), total};
-    copy_runs(exec, a.out, a.in, a.eb, std::span(&t, 1));
+    copy_runs(exec, a.out, a.in, a.elem_bytes, std::span(&t, 1));
     return fence_after(comm, exec);
   }
   const auto& g = std::get<AllgatherPlan>(plan);
@@ -200,8 +202,8 @@ void execute_gather(PortOn<M>& comm, const GatherPlan& plan, const GatherArgs& a
   fence_before_transfer(comm, exec);
   if (total > 0)
     comm.all_gather_v(a.in, g.counts[std::size_t(comm.rank())], g.recv_into_output ? a.out : rbuf, g.counts, g.displs,
-                      a.eb);
-  copy_runs(exec, a.out, rbuf, a.eb, g.unpack);
+                      a.elem_bytes);
+  copy_runs(exec, a.out, rbuf, a.elem_bytes, g.unpack);
   fence_after(comm, exec);
 }
 
@@ -231,10 +233,10 @@ ReduceScatterPlan plan_and_reserve_reduce(Port& comm, const ReduceArgs& a) {
 template <class M>
 void execute_reduce(PortOn<M>& comm, const ReduceScatterPlan& plan, const ReduceArgs& a) {
   const auto exec = comm.exec();
-  const std::size_t eb = reduce_bytes(a.type), total = product(a.global);
+  const std::size_t elem_bytes = reduce_bytes(a.type), total = product(a.global);
   if (comm.size() == 1) {
     const CopyTask t{contiguous(0, total), contiguous(0, total), total};
-    copy_runs(exec, a.out, a.in, eb, std::span(&t, 1));
+    copy_runs(exec, a.out, a.in, elem_bytes, std::span(&t, 1));
     return fence_after(comm, exec);
   }
   if (a.d < 0) {
@@ -244,7 +246,7 @@ void execute_reduce(PortOn<M>& comm, const ReduceScatterPlan& plan, const Reduce
   }
   const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
   unsigned char* sbuf = plan.pack.empty() || !ws ? nullptr : ws->send();
-  copy_runs(exec, sbuf, a.in, eb, plan.pack);
+  copy_runs(exec, sbuf, a.in, elem_bytes, plan.pack);
   fence_before_transfer(comm, exec);
   if (total > 0) comm.reduce_scatter(plan.pack.empty() ? a.in : sbuf, a.out, plan.counts, a.type, a.op);
   fence_after(comm, exec);
@@ -268,17 +270,17 @@ void execute_to_partial(PortOn<M>& comm, const void* in, void* out, std::size_t 
 
 /// A local copy along one run pattern pair (a split's slice). Not collective.
 template <class M>
-void execute_local_copy(PortOn<M>& comm, const CopyTask& t, const void* in, void* out, std::size_t eb) {
+void execute_local_copy(PortOn<M>& comm, const CopyTask& t, const void* in, void* out, std::size_t elem_bytes) {
   const auto exec = comm.exec();
-  copy_runs(exec, out, in, eb, std::span(&t, 1));
+  copy_runs(exec, out, in, elem_bytes, std::span(&t, 1));
   fence_after(comm, exec);
 }
 
 /// Replicated -> Sharded<d>: this rank's slice (a split), local.
 template <class M>
 void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::size_t d, const void* in, void* out,
-                   std::size_t eb) {
-  execute_local_copy(comm, plan_split(global, d, comm.rank(), comm.size()), in, out, eb);
+                   std::size_t elem_bytes) {
+  execute_local_copy(comm, plan_split(global, d, comm.rank(), comm.size()), in, out, elem_bytes);
 }
 
 // ---------------------------------------------------------------- from a root (distribute)
@@ -287,14 +289,14 @@ void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::si
 /// caller has agreed on the extents already; `err` carries a local failure.
 template <class M>
 void run_from_root(PortOn<M>& comm, Signature sig, std::string err, const RootArgs& a) {
-  Busy busy(comm, op_name(sig.op));
+  ExclusiveUse use(comm, op_name(sig.op));
   const int p = comm.rank(), n = comm.size();
-  sig.algorithm = static_cast<std::uint32_t>(a.d >= 0 ? Path::scatter : Path::broadcast);
+  sig.path = static_cast<std::uint32_t>(a.d >= 0 ? Path::scatter : Path::broadcast);
   const ScatterPlan plan = prepare(p, sig, err, [&] {
     ScatterPlan sp;
     if (a.d >= 0) {
       sp = plan_scatter(a.global, std::size_t(a.d), p, n, a.root);
-      if (sp.send_elems) workspace<M>(comm).reserve(sp.send_elems * a.eb, 0);
+      if (sp.send_elems) workspace<M>(comm).reserve(sp.send_elems * a.elem_bytes, 0);
     }
     return sp;
   });
@@ -304,18 +306,18 @@ void run_from_root(PortOn<M>& comm, Signature sig, std::string err, const RootAr
   if (a.d < 0) {
     if (p == a.root) {
       const CopyTask t{contiguous(0, total), contiguous(0, total), total};
-      copy_runs(exec, a.out, a.in, a.eb, std::span(&t, 1));
+      copy_runs(exec, a.out, a.in, a.elem_bytes, std::span(&t, 1));
     }
     fence_before_transfer(comm, exec);
-    if (total > 0) comm.broadcast(a.out, total, a.eb, a.root);
+    if (total > 0) comm.broadcast(a.out, total, a.elem_bytes, a.root);
     fence_after(comm, exec);
     return;
   }
   unsigned char* sbuf = plan.send_elems ? workspace<M>(comm).send() : nullptr;
-  copy_runs(exec, sbuf, a.in, a.eb, plan.pack);
+  copy_runs(exec, sbuf, a.in, a.elem_bytes, plan.pack);
   fence_before_transfer(comm, exec);
   if (total > 0)
-    comm.all_to_all_v(sbuf, plan.send_counts, plan.send_displs, a.out, plan.recv_counts, plan.recv_displs, a.eb,
+    comm.all_to_all_v(sbuf, plan.send_counts, plan.send_displs, a.out, plan.recv_counts, plan.recv_displs, a.elem_bytes,
                       plan.bound);
   fence_after(comm, exec);
 }

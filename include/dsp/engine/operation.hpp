@@ -36,8 +36,10 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -167,10 +169,10 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
         case StepKind::switch_dims: {
           const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
           if (single) {
-            p.single =
-                post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].eb, capabilities_of(port),
-                                          SwitchAlgorithm::pairwise)
-                     : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].eb, ge, i, j}, setting);
+            p.single = post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,
+                                                 capabilities_of(port), SwitchAlgorithm::pairwise)
+                            : plan_and_reserve_switch<M>(
+                                  port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, setting);
           } else {
             const PackedArgs pa{a.items, ge, i, j, a.wire};
             // Posted chunks always pack (setting alltoallv: never one plan per tensor).
@@ -184,9 +186,9 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
         case StepKind::gather: {
           const std::size_t d = std::size_t(p.step.from);
           if (single) {
-            p.gather =
-                post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
-                     : plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, a.items[0].eb, ge, d}, setting);
+            p.gather = post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
+                            : plan_and_reserve_gather<M>(
+                                  port, GatherArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, d}, setting);
           } else {
             const PackedGatherArgs pa{a.items, ge, d, a.wire, post};
             p.packed_gather =
@@ -225,7 +227,7 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
   std::size_t most[2] = {0, 0};
   for (std::size_t t = 0; t + 1 < op.size; ++t) {
     std::size_t off = 0;
-    for (std::size_t k = 0; k < n_items; ++k) off = align_up(off, 64) + op.steps[t].out_elems * a.items[k].eb;
+    for (std::size_t k = 0; k < n_items; ++k) off = align_up(off, 64) + op.steps[t].out_elems * a.items[k].elem_bytes;
     most[t % 2] = std::max(most[t % 2], off);
   }
   op.scratch_bytes[0] = most[0], op.scratch_bytes[1] = most[1];
@@ -239,11 +241,11 @@ void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scra
   std::size_t in_off = 0, out_off = 0;
   for (std::size_t k = 0; k < a.items.size(); ++k) {
     in_off = align_up(in_off, 64), out_off = align_up(out_off, 64);
-    out[k].eb = a.items[k].eb;
+    out[k].elem_bytes = a.items[k].elem_bytes;
     out[k].in = t == 0 ? a.items[k].in : static_cast<const void*>(scratch->buf[(t - 1) % 2].data() + in_off);
     out[k].out = t + 1 == op.size ? a.items[k].out : static_cast<void*>(scratch->buf[t % 2].data() + out_off);
-    if (t > 0) in_off += op.steps[t - 1].out_elems * a.items[k].eb;
-    out_off += op.steps[t].out_elems * a.items[k].eb;
+    if (t > 0) in_off += op.steps[t - 1].out_elems * a.items[k].elem_bytes;
+    out_off += op.steps[t].out_elems * a.items[k].elem_bytes;
   }
 }
 
@@ -258,19 +260,20 @@ void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, st
   switch (p.step.kind) {
     case StepKind::switch_dims: {
       const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
-      if (p.single) execute_switch(port, *p.single, SwitchArgs{items[0].in, items[0].out, items[0].eb, ge, i, j});
+      if (p.single)
+        execute_switch(port, *p.single, SwitchArgs{items[0].in, items[0].out, items[0].elem_bytes, ge, i, j});
       else execute_packed(port, *p.packed, PackedArgs{items, ge, i, j, a.wire});
       break;
     }
     case StepKind::gather: {
       const std::size_t d = std::size_t(p.step.from);
       if (p.packed_gather) execute_packed_gather(port, *p.packed_gather, PackedGatherArgs{items, ge, d, a.wire});
-      else execute_gather(port, p.gather, GatherArgs{items[0].in, items[0].out, items[0].eb, ge, d});
+      else execute_gather(port, p.gather, GatherArgs{items[0].in, items[0].out, items[0].elem_bytes, ge, d});
       break;
     }
     case StepKind::split: {
       const CopyTask task = plan_split(ge, std::size_t(p.step.to), g.coords[ax], g.shape[ax]);
-      for (const PackedItem& it : items) execute_local_copy(port, task, it.in, it.out, it.eb);
+      for (const PackedItem& it : items) execute_local_copy(port, task, it.in, it.out, it.elem_bytes);
       break;
     }
     case StepKind::all_reduce:
@@ -282,7 +285,7 @@ void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, st
       break;
     case StepKind::to_partial:
       for (const PackedItem& it : items)
-        execute_to_partial(port, it.in, it.out, product(ge) * it.eb,
+        execute_to_partial(port, it.in, it.out, product(ge) * it.elem_bytes,
                            g.coords[ax] == 0 || reduce_op_of_code(p.step.to) != ReduceOp::sum);
       break;
   }
@@ -299,17 +302,17 @@ void execute_identity(const OpGroup<M>& g, const OpArgs& a) {
   for (const PackedItem& it : a.items) {
     if (a.wire != Wire::exact)
       wire_round(exec, a.wire, static_cast<float*>(it.out), static_cast<const float*>(it.in), t);
-    else copy_runs(exec, it.out, it.in, it.eb, std::span(&t, 1));
+    else copy_runs(exec, it.out, it.in, it.elem_bytes, std::span(&t, 1));
   }
   fence_after(*g.world, exec);
 }
 
 /// One collective at a time on every communicator an operation uses: the
-/// world's and each distinct axis communicator's busy flags.
-class BusyGroup {
+/// world's and each distinct axis communicator's in-use flags.
+class ExclusiveUseGroup {
  public:
   template <class M>
-  BusyGroup(const OpGroup<M>& g, std::span<const MeshStep> steps, const char* op) {
+  ExclusiveUseGroup(const OpGroup<M>& g, std::span<const MeshStep> steps, const char* op) {
     add(*g.world, op);
     for (const MeshStep& s : steps)
       if (communicates(s.kind)) add(*g.axis[std::size_t(s.axis)], op);
@@ -319,10 +322,10 @@ class BusyGroup {
   void add(const Port& p, const char* op) {
     for (std::size_t k = 0; k < n_; ++k)
       if (held_[k] == &p.resources()) return;
-    busy_[n_].emplace(p, op);
+    use_[n_].emplace(p, op);
     held_[n_++] = &p.resources();
   }
-  std::optional<Busy> busy_[kMaxAxes + 1];
+  std::optional<ExclusiveUse> use_[kMaxAxes + 1];
   const CommResources* held_[kMaxAxes + 1] = {};
   std::size_t n_ = 0;
 };
@@ -332,10 +335,10 @@ class BusyGroup {
 /// front end (its checks); prepare records the resolved path in `sig`.
 template <class M>
 void run_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string err) {
-  BusyGroup busy(g, a.steps, op_name(sig.op));
+  ExclusiveUseGroup use(g, a.steps, op_name(sig.op));
   PreparedOp op = prepare_operation(g, a, sig, err, false);
   if (err.empty()) {
-    sig.algorithm = static_cast<std::uint32_t>(op.path);
+    sig.path = static_cast<std::uint32_t>(op.path);
     try {
       maybe_inject_fault();
       if (op.size > 1) {
@@ -357,6 +360,65 @@ void run_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::st
     step_items(op, a, t, scratch, items);
     execute_step(g, op, a, t, std::span<const PackedItem>(items.data(), a.items.size()));
   }
+}
+
+// ---------------------------------------------------------------- calls from facts
+
+/// The signature, the local checks and the items of a call, from its facts.
+struct PreparedCall {
+  Signature sig;
+  std::string err;
+  std::array<PackedItem, kMaxBatch> items{};
+  OpArgs args;
+};
+inline void prepare_call(const CallFacts& f, PreparedCall& c) {
+  Signature& s = c.sig;
+  s.op = static_cast<std::uint32_t>(f.op);
+  s.type_hash = f.type_hash;
+  s.elem_bytes = f.elem_bytes;
+  std::memcpy(s.type, f.type_name, strnlen(f.type_name, sizeof s.type - 1));
+  set_extents(s, std::span<const std::size_t>(f.t[0].extents, f.tensor_rank));
+  s.mesh_axes = f.mesh_axes;
+  for (std::size_t a = 0; a < (f.mesh_axes ? f.mesh_axes : 1); ++a) {
+    s.src_layout[a] = f.src_codes[a];
+    if (f.mesh_axes) s.mesh_shape[a] = f.mesh_shape[a];
+  }
+  s.dst_layout[0] = f.dst;
+  if (f.dst_codes)
+    for (std::size_t a = 0; a < f.axes; ++a) s.dst_layout[a] = f.dst_codes[a];
+  set_site(s, f.loc);
+  s.arg = f.arg;
+  s.wire = static_cast<std::uint32_t>(f.wire);
+  const std::span<const std::size_t> xe(f.t[0].extents, f.tensor_rank);
+  for (std::size_t k = 0; k < f.n && c.err.empty(); ++k) {
+    const TensorFacts& t = f.t[k];
+    const std::span<const std::size_t> e(t.extents, f.tensor_rank), ye(t.out_extents, f.tensor_rank);
+    const bool overlap = ranges_overlap(t.in_range, t.out_range);
+    if (!std::equal(e.begin(), e.end(), ye.begin()) || !t.out_same_group || overlap) {
+      c.err = output_error(op_name(s.op), f.rank, e, ye, t.out_same_group, overlap);
+      s.status = static_cast<std::uint32_t>(Status::bad_output);
+    }
+  }
+  (void)xe;
+  if (c.err.empty() && f.n > 1) {
+    Status st = Status::ok;
+    c.err = batch_error(f, st);
+    if (!c.err.empty()) s.status = static_cast<std::uint32_t>(st);
+  }
+  for (std::size_t k = 0; k < f.n; ++k) c.items[k] = PackedItem{f.t[k].in, f.t[k].out, f.t[k].elem_bytes};
+  c.args = OpArgs{std::span<const PackedItem>(c.items.data(), f.n),
+                  std::span<const std::size_t>(f.t[0].extents, f.tensor_rank),
+                  std::span<const MeshStep>(f.steps, f.n_steps),
+                  std::span<const long>(f.from, f.axes),
+                  f.wire,
+                  f.rtype};
+}
+
+template <class M>
+void run_call(const OpGroup<M>& g, const CallFacts& f) {
+  PreparedCall c;
+  prepare_call(f, c);
+  run_operation(g, c.args, c.sig, std::move(c.err));
 }
 
 // ---------------------------------------------------------------- split-phase
@@ -496,7 +558,7 @@ bool Flight<M>::test() {
 template <class M>
 void Flight<M>::complete(Arrived arrived, FunctionRef<void()> started) {
   FlightState<M>& s = *s_;
-  Busy busy(s.last_port(), op_name(s.sig.op));
+  ExclusiveUse use(s.last_port(), op_name(s.sig.op));
   started();
   const auto exec = s.last_port().exec();
   auto report = [&](int axis_peer, std::size_t off, std::size_t count) {
@@ -555,7 +617,7 @@ void Flight<M>::settle() {
   const std::string mine = std::exchange(s.error, std::string());
   const std::exception_ptr own = std::exchange(s.thrown, nullptr);
   try {
-    Busy busy(*s.g.world, op_name(sig.op));
+    ExclusiveUse use(*s.g.world, op_name(sig.op));
     agree(*s.g.world, sig, mine);
   } catch (...) {
     if (own) std::rethrow_exception(own);
@@ -580,11 +642,11 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
   f.wire = a.wire;
   for (std::size_t x = 0; x < g.axes; ++x) f.from[x] = a.from[x];
   const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes), a.wire, a.rtype};
-  BusyGroup busy(g, a.steps, op_name(sig.op));
+  ExclusiveUseGroup use(g, a.steps, op_name(sig.op));
   f.op = prepare_operation(g, args, sig, err, true);
   PreparedOp& op = f.op;
   if (err.empty()) {
-    sig.algorithm = static_cast<std::uint32_t>(op.path);
+    sig.path = static_cast<std::uint32_t>(op.path);
     try {
       maybe_inject_fault();
       if (op.size > 1 || op.posted_last) {
@@ -647,11 +709,18 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
     f.pending = port.post_runs(sbuf, p.packed_gather->section_sends, rbuf, p.packed_gather->section_recvs, 1);
   } else {
     const PeerPlan& pp = p.single ? std::get<PeerPlan>(*p.single) : std::get<PeerPlan>(p.gather);
-    copy_runs(exec, last[0].out, last[0].in, last[0].eb, std::span(&pp.self, 1));
+    copy_runs(exec, last[0].out, last[0].in, last[0].elem_bytes, std::span(&pp.self, 1));
     fence_before_transfer(port, exec);
-    f.pending = port.post_runs(last[0].in, pp.sends, last[0].out, pp.recvs, last[0].eb);
+    f.pending = port.post_runs(last[0].in, pp.sends, last[0].out, pp.recvs, last[0].elem_bytes);
   }
   return flight;
+}
+
+template <class M>
+std::unique_ptr<Flight<M>> start_call(const OpGroup<M>& g, std::shared_ptr<void> keep, const CallFacts& f) {
+  PreparedCall c;
+  prepare_call(f, c);
+  return start_operation(g, std::move(keep), c.args, c.sig, std::move(c.err));
 }
 
 }  // namespace dsp::detail

@@ -30,7 +30,7 @@ std::shared_ptr<const PackedPlan> plan_and_reserve_packed(Port& comm, const Pack
   if (p->separate())
     for (std::size_t t = 0; t < p->own.size(); ++t)
       if (const auto* v = std::get_if<AlltoallvPlan>(p->own[t].get()))
-        workspace<M>(comm).reserve(v->send_elems * a.items[t].eb, v->recv_elems * a.items[t].eb);
+        workspace<M>(comm).reserve(v->send_elems * a.items[t].elem_bytes, v->recv_elems * a.items[t].elem_bytes);
   return p;
 }
 template <class M>
@@ -41,7 +41,7 @@ std::shared_ptr<const PackedGatherPlan> plan_and_reserve_packed_gather(Port& com
   if (p->separate())
     for (std::size_t t = 0; t < p->own.size(); ++t)
       if (const auto* g = std::get_if<AllgatherPlan>(&p->own[t]); g && comm.size() > 1)
-        workspace<M>(comm).reserve(0, g->recv_elems * a.items[t].eb);
+        workspace<M>(comm).reserve(0, g->recv_elems * a.items[t].elem_bytes);
   return p;
 }
 
@@ -53,7 +53,7 @@ void packed_own_blocks(const Exec& exec, const PackedPlan& plan, const PackedArg
   for (const PackedItem& t : a.items) {
     if (a.wire != Wire::exact)
       wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
-    else copy_runs(exec, t.out, t.in, t.eb, std::span(&plan.peer.self, 1));
+    else copy_runs(exec, t.out, t.in, t.elem_bytes, std::span(&plan.peer.self, 1));
   }
 }
 
@@ -65,7 +65,7 @@ void packed_pack(const Exec& exec, const PackedPlan& plan, const PackedArgs& a, 
       std::size_t at = plan.send_displs[std::size_t(s.peer)];
       for (const PackedItem& t : a.items) {
         wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
-        at += wire_section_bytes(a.wire, s.elems, t.eb);
+        at += wire_section_bytes(a.wire, s.elems, t.elem_bytes);
       }
     }
   } else {
@@ -84,7 +84,7 @@ void packed_unpack_one(const Exec& exec, const PackedPlan& plan, const PackedArg
     std::size_t at = plan.recv_displs[std::size_t(rr.peer)];
     for (const PackedItem& t : a.items) {
       wire_unpack(exec, a.wire, static_cast<float*>(t.out), rr.runs, rbuf + at, rr.elems);
-      at += wire_section_bytes(a.wire, rr.elems, t.eb);
+      at += wire_section_bytes(a.wire, rr.elems, t.elem_bytes);
     }
   } else {
     for (std::size_t k = 0; k < a.items.size(); ++k)
@@ -118,14 +118,15 @@ void execute_separately(PortOn<M>& comm, const PackedPlan& plan, const PackedArg
     for (std::size_t t = 0; t < n; ++t) {
       const auto* p = std::get_if<PeerPlan>(plan.own[t].get());
       if (!p) continue;
-      copy_runs(exec, a.items[t].out, a.items[t].in, a.items[t].eb, std::span(&p->self, 1));
+      copy_runs(exec, a.items[t].out, a.items[t].in, a.items[t].elem_bytes, std::span(&p->self, 1));
       if (!fenced) fence_before_transfer(comm, exec), fenced = true;
-      pending[t] = comm.post_runs(a.items[t].in, p->sends, a.items[t].out, p->recvs, a.items[t].eb);
+      pending[t] = comm.post_runs(a.items[t].in, p->sends, a.items[t].out, p->recvs, a.items[t].elem_bytes);
     }
   }
   for (std::size_t t = 0; t < n; ++t)
     if (!pending[t])
-      execute_switch(comm, *plan.own[t], SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.i, a.j});
+      execute_switch(comm, *plan.own[t],
+                     SwitchArgs{a.items[t].in, a.items[t].out, a.items[t].elem_bytes, a.global, a.i, a.j});
   for (auto& p : pending)
     if (p) comm.wait_runs(*p, [](std::size_t) {});
   fence_after(comm, exec);
@@ -170,9 +171,9 @@ void packed_gather_own(const Exec& exec, const PackedGatherPlan& plan, const Pac
       if (sbuf)
         wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), contiguous(0, plan.elems[p]),
                   plan.elems[p]);
-      at += wire_section_bytes(a.wire, plan.elems[p], t.eb);
+      at += wire_section_bytes(a.wire, plan.elems[p], t.elem_bytes);
     } else {
-      copy_runs(exec, t.out, t.in, t.eb, std::span(&own, 1));
+      copy_runs(exec, t.out, t.in, t.elem_bytes, std::span(&own, 1));
       if (sbuf) copy_runs(exec, sbuf, t.in, plan.sections[k].pack_unit, plan.sections[k].pack);
     }
   }
@@ -188,7 +189,7 @@ void packed_gather_unpack_one(const Exec& exec, const PackedGatherPlan& plan, co
     std::size_t at = plan.displs[q];
     for (const PackedItem& t : a.items) {
       wire_unpack(exec, a.wire, static_cast<float*>(t.out), plan.place[q], rbuf + at, plan.elems[q]);
-      at += wire_section_bytes(a.wire, plan.elems[q], t.eb);
+      at += wire_section_bytes(a.wire, plan.elems[q], t.elem_bytes);
     }
   } else {
     for (std::size_t k = 0; k < a.items.size(); ++k)
@@ -204,7 +205,8 @@ void execute_packed_gather(PortOn<M>& comm, const PackedGatherPlan& plan, const 
   const auto exec = comm.exec();
   if (plan.separate()) {
     for (std::size_t t = 0; t < a.items.size(); ++t)
-      execute_gather(comm, plan.own[t], GatherArgs{a.items[t].in, a.items[t].out, a.items[t].eb, a.global, a.d});
+      execute_gather(comm, plan.own[t],
+                     GatherArgs{a.items[t].in, a.items[t].out, a.items[t].elem_bytes, a.global, a.d});
     return;
   }
   const bool moves = comm.size() > 1 && product(a.global) > 0;

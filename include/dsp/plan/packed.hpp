@@ -87,7 +87,7 @@ inline bool packed_sectioned(const PackedArgs& a, int size, Capabilities caps, S
   if (setting != SwitchAlgorithm::automatic && setting != SwitchAlgorithm::pairwise) return false;
   if (!caps.peer || a.items.size() < 2 || a.i == a.j || size < 2) return false;
   for (const PackedItem& t : a.items)
-    if (t.eb != a.items.front().eb) return false;  // a wire needs float, so one size there too
+    if (t.elem_bytes != a.items.front().elem_bytes) return false;  // a wire needs float, so one size there too
   return true;
 }
 
@@ -115,7 +115,7 @@ inline std::size_t packed_message_bytes(std::size_t chunk, std::size_t sections)
 inline bool packed_separately(const PackedArgs& a, int size, Capabilities caps, SwitchAlgorithm setting) {
   if (a.wire != Wire::exact || a.i == a.j || size < 2) return false;
   for (const PackedItem& t : a.items) {
-    const SwitchAlgorithm s = choose_switch(a.global, a.i, a.j, size, t.eb, caps, setting);
+    const SwitchAlgorithm s = choose_switch(a.global, a.i, a.j, size, t.elem_bytes, caps, setting);
     if (s != SwitchAlgorithm::pairwise && s != SwitchAlgorithm::datatypes) return false;
   }
   return true;
@@ -154,14 +154,14 @@ inline std::size_t section_tasks(std::span<const PeerRuns> chunks, std::span<con
                                  std::vector<CopyTask>& tasks, std::vector<long>* at = nullptr) {
   auto offset = [&](const PeerRuns& c) {
     std::size_t o = displs[std::size_t(c.peer)];
-    for (std::size_t t = 0; t < k; ++t) o += wire_section_bytes(w, c.elems, items[t].eb);
+    for (std::size_t t = 0; t < k; ++t) o += wire_section_bytes(w, c.elems, items[t].elem_bytes);
     return o;
   };
-  const std::size_t eb = items[k].eb;
-  std::size_t u = section_unit(eb, 0);
+  const std::size_t elem_bytes = items[k].elem_bytes;
+  std::size_t u = section_unit(elem_bytes, 0);
   for (const PeerRuns& c : chunks)
     if (c.elems) u = section_unit(u, offset(c));
-  const std::size_t f = eb / u;
+  const std::size_t f = elem_bytes / u;
   tasks.clear();
   if (at) at->clear();
   for (const PeerRuns& c : chunks) {
@@ -201,7 +201,7 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
   plan.peer = plan_peer_switch(a.global, a.i, a.j, rank, size);
   if (packed_separately(a, size, caps, setting)) {
     for (const PackedItem& t : a.items)
-      plan.own.push_back(cached_switch_plan(a.global, a.i, a.j, rank, size, t.eb, caps, setting));
+      plan.own.push_back(cached_switch_plan(a.global, a.i, a.j, rank, size, t.elem_bytes, caps, setting));
     return plan;
   }
   plan.send_elems.assign(n, 0);
@@ -210,7 +210,7 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
   for (const PeerRuns& r : plan.peer.recvs) plan.recv_elems[std::size_t(r.peer)] = r.elems;
   auto chunk = [&](std::size_t elems) {
     std::size_t b = 0;
-    for (const PackedItem& t : a.items) b += wire_section_bytes(a.wire, elems, t.eb);
+    for (const PackedItem& t : a.items) b += wire_section_bytes(a.wire, elems, t.elem_bytes);
     return b;
   };
   plan.send_counts.assign(n, 0), plan.send_displs.assign(n, 0);
@@ -228,7 +228,7 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
   in0[a.i] = Partition{a.global[a.i], n}.count(0);
   out0[a.j] = Partition{a.global[a.j], n}.count(0);
   const std::size_t most = std::max(product(in0), product(out0));
-  for (const PackedItem& t : a.items) plan.bound += wire_section_bytes(a.wire, most, t.eb) + 8 * n;
+  for (const PackedItem& t : a.items) plan.bound += wire_section_bytes(a.wire, most, t.elem_bytes) + 8 * n;
   if (a.wire == Wire::exact)
     for (std::size_t k = 0; k < a.items.size(); ++k) {
       Sections& t = plan.sections.emplace_back();
@@ -258,7 +258,7 @@ std::array<std::size_t, kMaxRank + kMaxBatch + 10> packed_key(const Args& a, std
   k[0] = i, k[1] = j, k[2] = std::size_t(rank), k[3] = std::size_t(size), k[4] = std::size_t(a.wire);
   k[5] = std::size_t(caps.peer) | std::size_t(caps.typed) << 1, k[6] = std::size_t(setting), k[7] = a.items.size();
   k[8] = kind;
-  for (std::size_t t = 0; t < a.items.size(); ++t) k[9 + t] = a.items[t].eb;
+  for (std::size_t t = 0; t < a.items.size(); ++t) k[9 + t] = a.items[t].elem_bytes;
   return key;
 }
 
@@ -306,7 +306,7 @@ inline PackedGatherPlan plan_packed_gather(const PackedGatherArgs& a, int rank, 
   if (a.wire == Wire::exact && a.items.size() > 1 && !a.pack) {
     bool copy_free = n > 1;
     for (const PackedItem& t : a.items) {
-      GatherPlan g = plan_gather(a.global, a.d, rank, size, t.eb, caps, setting);
+      GatherPlan g = plan_gather(a.global, a.d, rank, size, t.elem_bytes, caps, setting);
       const auto* ag = std::get_if<AllgatherPlan>(&g);
       copy_free = copy_free && (!ag || ag->recv_into_output);
       plan.own.push_back(std::move(g));
@@ -320,7 +320,7 @@ inline PackedGatherPlan plan_packed_gather(const PackedGatherArgs& a, int rank, 
   for (std::size_t q = 0; q < n; ++q) {
     const std::size_t e = g.elems(pd.count(q));
     std::size_t b = 0;
-    for (const PackedItem& t : a.items) b += wire_section_bytes(a.wire, e, t.eb);
+    for (const PackedItem& t : a.items) b += wire_section_bytes(a.wire, e, t.elem_bytes);
     plan.elems.push_back(e);
     plan.place.push_back(g.runs(pd.offset(q), pd.count(q)));
     plan.displs.push_back(plan.recv_bytes);

@@ -21,6 +21,7 @@
 // goal), at compile time.
 #pragma once
 
+#include <dsp/extents.hpp>
 #include <dsp/partition.hpp>
 
 #include <array>
@@ -28,10 +29,7 @@
 #include <cstdint>
 #include <span>
 
-namespace dsp::detail {
-
-/// The most axes a mesh may have.
-inline constexpr std::size_t kMaxAxes = 4;
+namespace dsp {
 
 enum class StepKind : int { switch_dims, gather, split, all_reduce, reduce_scatter, to_partial };
 
@@ -70,6 +68,10 @@ struct MeshPlan {
   constexpr const MeshStep* end() const { return steps.data() + size; }
 };
 
+}  // namespace dsp
+
+namespace dsp::detail {
+
 /// Whether no axis after `a` shards `dim` in state s (so `a` is innermost for it).
 template <std::size_t K>
 constexpr bool innermost(const std::array<long, K>& s, std::size_t a, long dim) {
@@ -78,20 +80,28 @@ constexpr bool innermost(const std::array<long, K>& s, std::size_t a, long dim) 
   return true;
 }
 
+/// The step rules, in one place: the kind of the step that changes one axis's
+/// code from p to q, given whether that axis is the innermost one sharding
+/// p's dim and q's dim (true for codes that are not dims), or -1 when no
+/// single exact step does.
+constexpr int step_rule(long p, long q, bool p_innermost, bool q_innermost) {
+  const bool pp = p <= -2, qp = q <= -2;
+  if (p == q) return -1;
+  if (p >= 0 && q >= 0) return p_innermost && q_innermost ? int(StepKind::switch_dims) : -1;
+  if (p >= 0 && q == -1) return p_innermost ? int(StepKind::gather) : -1;
+  if (p == -1 && q >= 0) return q_innermost ? int(StepKind::split) : -1;
+  if (pp && q == -1) return int(StepKind::all_reduce);
+  if (pp && q >= 0) return q_innermost ? int(StepKind::reduce_scatter) : -1;
+  if (p == -1 && qp) return int(StepKind::to_partial);
+  return -1;
+}
+
 /// The kind of the single step that sets axis a of state s to code q, or -1
 /// when no single exact step does.
 template <std::size_t K>
 constexpr int step_kind(const std::array<long, K>& s, std::size_t a, long q) {
   const long p = s[a];
-  const bool pp = p <= -2, qp = q <= -2;
-  if (p == q) return -1;
-  if (p >= 0 && q >= 0) return innermost(s, a, p) && innermost(s, a, q) ? int(StepKind::switch_dims) : -1;
-  if (p >= 0 && q == -1) return innermost(s, a, p) ? int(StepKind::gather) : -1;
-  if (p == -1 && q >= 0) return innermost(s, a, q) ? int(StepKind::split) : -1;
-  if (pp && q == -1) return int(StepKind::all_reduce);
-  if (pp && q >= 0) return innermost(s, a, q) ? int(StepKind::reduce_scatter) : -1;
-  if (p == -1 && qp) return int(StepKind::to_partial);
-  return -1;
+  return step_rule(p, q, p < 0 || innermost(s, a, p), q < 0 || innermost(s, a, q));
 }
 
 /// The planner's cost of a step from state s, on a reference mesh whose axes
@@ -155,17 +165,87 @@ constexpr std::size_t ipow(std::size_t b, std::size_t e) {
   return r;
 }
 
+/// The order of plans so far: by the reference cost, then the number of
+/// collectives, then the number of steps, in one integer (each of the last
+/// two below 2^10 for any plan of at most kMaxSteps steps).
+constexpr std::uint64_t step_key(std::uint64_t cost, bool collective) {
+  return cost << 20 | (collective ? std::uint64_t(1) << 10 : 0) | 1;
+}
+
 /// A lower bound of the key (cost << 20, collectives << 10, steps) of going
 /// from code x to code t on one axis, whatever the other axes do: the A*
 /// heuristic of plan_mesh. Each term is at most one step's least cost, so the
 /// bound never overestimates and is consistent (a step changes one axis).
 constexpr std::uint64_t axis_bound(long x, long t) {
   if (x == t) return 0;
-  const std::uint64_t n = kRefAxis, one = 1 << 10 | 1;               // one collective, one step
-  if (x >= 0 && t >= 0) return (n - 1) << 20 | one;                  // a switch at the smallest block
-  if (x >= 0) return (n * (n - 1)) << 20 | one;                      // a gather first (to Replicated or Partial)
-  if (x <= -2) return (t >= 0 ? (n - 1) : 2 * (n - 1)) << 20 | one;  // a reduce-scatter or an all-reduce
-  return 1;                                                          // a local step from Replicated
+  const std::uint64_t n = kRefAxis;
+  if (x >= 0 && t >= 0) return step_key(n - 1, true);                  // a switch at the smallest block
+  if (x >= 0) return step_key(n * (n - 1), true);                      // a gather first (to Replicated or Partial)
+  if (x <= -2) return step_key(t >= 0 ? (n - 1) : 2 * (n - 1), true);  // a reduce-scatter or an all-reduce
+  return step_key(0, false);                                           // a local step from Replicated
+}
+
+/// An indexed binary min-heap of state indices below N, ordered by key[],
+/// with decrease-key: plain arrays keep the constant evaluator within its
+/// operation budget.
+template <std::size_t N>
+struct IndexHeap {
+  static constexpr std::size_t none = ~std::size_t(0);
+  std::size_t heap[N]{}, pos[N]{};
+  std::size_t size = 0;
+  constexpr explicit IndexHeap(std::size_t n) {
+    for (std::size_t v = 0; v < n; ++v) pos[v] = none;
+  }
+  constexpr void swap_at(std::size_t i, std::size_t j) {
+    const std::size_t t = heap[i];
+    heap[i] = heap[j];
+    heap[j] = t;
+    pos[heap[i]] = i;
+    pos[heap[j]] = j;
+  }
+  /// Inserts v, or moves it up after its key decreased.
+  constexpr void push(std::size_t v, const std::uint64_t* key) {
+    if (pos[v] == none) heap[size] = v, pos[v] = size, ++size;
+    for (std::size_t i = pos[v]; i > 0 && key[heap[i]] < key[heap[(i - 1) / 2]]; i = (i - 1) / 2)
+      swap_at(i, (i - 1) / 2);
+  }
+  constexpr std::size_t pop(const std::uint64_t* key) {
+    const std::size_t u = heap[0];
+    swap_at(0, size - 1);
+    --size;
+    pos[u] = none;
+    for (std::size_t i = 0;;) {
+      std::size_t m = i;
+      const std::size_t l = 2 * i + 1, r = l + 1;
+      if (l < size && key[heap[l]] < key[heap[m]]) m = l;
+      if (r < size && key[heap[r]] < key[heap[m]]) m = r;
+      if (m == i) break;
+      swap_at(i, m);
+      i = m;
+    }
+    return u;
+  }
+};
+
+/// Calls f(axis, digit, kind) for every exact step out of state s, whose
+/// codes are A.codes[digit[a]]: every axis to every other code of the
+/// alphabet, each checked by step_rule. Which axis is the innermost one
+/// sharding a dim is found once per state (top), not per step.
+template <std::size_t K, class F>
+constexpr void for_each_step(const std::array<long, K>& s, const std::array<std::size_t, K>& digit,
+                             const Alphabet<K>& A, F&& f) {
+  // top[k]: the last axis whose code is A.codes[k] (K if none): axis a is
+  // innermost for that dim exactly when top[k] <= a.
+  std::size_t top[3 * K + 3] = {};
+  for (std::size_t k = 0; k < A.size; ++k) top[k] = K;
+  for (std::size_t a = 0; a < K; ++a) top[digit[a]] = a;
+  for (std::size_t a = 0; a < K; ++a)
+    for (std::size_t k = 0; k < A.size; ++k) {
+      if (k == digit[a]) continue;
+      const long p = s[a], q = A.codes[k];
+      const int kind = step_rule(p, q, p < 0 || top[digit[a]] <= a, q < 0 || top[k] == K || top[k] <= a);
+      if (kind >= 0) f(a, k, static_cast<StepKind>(kind));
+    }
 }
 
 /// The cheapest plan from `from` to `to` for a tensor of `rank` dims: by the
@@ -189,26 +269,6 @@ constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::arra
       s[a] = A.codes[digit[a]];
     }
   };
-  // A* with an indexed binary heap. One integer key per state: the
-  // cost, then the number of collectives, then the number of steps (each
-  // below 2^10 for any plan of at most kMaxSteps steps). Plain arrays and
-  // integer keys keep the constant evaluator within its operation budget.
-  constexpr std::uint64_t inf = ~std::uint64_t(0) >> 1;
-  std::uint64_t dist[NStates]{}, f[NStates]{};  // f = dist + the bound to the goal: the heap's order
-  std::size_t prev[NStates]{}, heap[NStates]{}, pos[NStates]{};
-  MeshStep via[NStates]{};
-  bool done[NStates]{};
-  std::size_t heap_size = 0;
-  const std::size_t none = ~std::size_t(0);
-  for (std::size_t v = 0; v < V; ++v) pos[v] = none, prev[v] = none, dist[v] = inf;
-  auto swap_at = [&](std::size_t i, std::size_t j) {
-    const std::size_t t = heap[i];
-    heap[i] = heap[j];
-    heap[j] = t;
-    pos[heap[i]] = i;
-    pos[heap[j]] = j;
-  };
-  const std::size_t s0 = encode(from), goal = encode(to);
   // The bound to the goal: the larger of two consistent bounds. Per axis, the
   // least one step must cost (axis_bound); and the gathers: only a gather
   // lowers the number of sharding axes, one by one, and a gather at a given
@@ -223,66 +283,40 @@ constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::arra
     for (long c : t) sharding += c >= 0 ? 1 : 0;
     std::uint64_t g = 0, b = 1, n = kRefAxis;  // gathers at sharding levels sharding, ..., goal_sharding + 1
     for (std::size_t e = sharding; e < K; ++e) b *= n;
-    for (std::size_t k = sharding; k > goal_sharding; --k, b *= n) g += (b * n * (n - 1)) << 20 | (1 << 10 | 1);
+    for (std::size_t k = sharding; k > goal_sharding; --k, b *= n) g += step_key(b * n * (n - 1), true);
     return h > g ? h : g;
   };
+  constexpr std::uint64_t inf = ~std::uint64_t(0) >> 1;
+  std::uint64_t dist[NStates]{}, f[NStates]{};  // f = dist + the bound to the goal: the heap's order
+  std::size_t prev[NStates]{};
+  MeshStep via[NStates]{};
+  bool done[NStates]{};
+  IndexHeap<NStates> heap(V);
+  for (std::size_t v = 0; v < V; ++v) prev[v] = IndexHeap<NStates>::none, dist[v] = inf;
+  const std::size_t s0 = encode(from), goal = encode(to);
   dist[s0] = 0;
   f[s0] = bound(from);
-  heap[0] = s0, pos[s0] = 0, heap_size = 1;
-  while (heap_size > 0) {
-    const std::size_t u = heap[0];
-    swap_at(0, heap_size - 1);
-    --heap_size;
-    pos[u] = none;
-    for (std::size_t i = 0;;) {  // sift down
-      std::size_t m = i;
-      const std::size_t l = 2 * i + 1, r = l + 1;
-      if (l < heap_size && f[heap[l]] < f[heap[m]]) m = l;
-      if (r < heap_size && f[heap[r]] < f[heap[m]]) m = r;
-      if (m == i) break;
-      swap_at(i, m);
-      i = m;
-    }
+  heap.push(s0, f);
+  while (heap.size > 0) {
+    const std::size_t u = heap.pop(f);
     done[u] = true;
     if (u == goal) break;
     std::array<long, K> s{};
     std::array<std::size_t, K> digit{};
     decode(u, s, digit);
-    std::uint64_t block_cost[6] = {};  // by StepKind, from this state
-    for (int k = 0; k < 6; ++k) block_cost[k] = step_cost(s, static_cast<StepKind>(k));
-    // top[k]: the last axis whose code is A.codes[k] (K if none): axis a is
-    // innermost for a dim exactly when top[dim] <= a (step_kind's rule, O(1)).
-    std::size_t top[3 * K + 3] = {};
-    for (std::size_t k = 0; k < A.size; ++k) top[k] = K;
-    for (std::size_t a = 0; a < K; ++a) top[digit[a]] = a;
-    for (std::size_t a = 0; a < K; ++a)
-      for (std::size_t k = 0; k < A.size; ++k) {
-        const long p = s[a], q = A.codes[k];
-        if (k == digit[a]) continue;
-        const bool p_in = p < 0 || top[digit[a]] <= a, q_in = q < 0 || top[k] == K || top[k] <= a;
-        int kind = -1;
-        if (p >= 0 && q >= 0) kind = p_in && q_in ? int(StepKind::switch_dims) : -1;
-        else if (p >= 0 && q == -1) kind = p_in ? int(StepKind::gather) : -1;
-        else if (p == -1 && q >= 0) kind = q_in ? int(StepKind::split) : -1;
-        else if (p <= -2 && q == -1) kind = int(StepKind::all_reduce);
-        else if (p <= -2 && q >= 0) kind = q_in ? int(StepKind::reduce_scatter) : -1;
-        else if (p == -1 && q <= -2) kind = int(StepKind::to_partial);
-        if (kind < 0) continue;
-        const std::size_t v = u - digit[a] * weight[a] + k * weight[a];
-        if (done[v]) continue;
-        const std::uint64_t nk =
-            dist[u] + (block_cost[kind] << 20) + (communicates(static_cast<StepKind>(kind)) ? 1u << 10 : 0u) + 1;
-        if (nk >= dist[v]) continue;
-        std::array<long, K> t = s;
-        t[a] = q;
-        dist[v] = nk;
-        f[v] = nk + bound(t);
-        prev[v] = u;
-        via[v] = MeshStep{static_cast<StepKind>(kind), int(a), s[a], A.codes[k]};
-        if (pos[v] == none) heap[heap_size] = v, pos[v] = heap_size, ++heap_size;
-        for (std::size_t i = pos[v]; i > 0 && f[heap[i]] < f[heap[(i - 1) / 2]]; i = (i - 1) / 2)
-          swap_at(i, (i - 1) / 2);  // sift up
-      }
+    for_each_step(s, digit, A, [&](std::size_t a, std::size_t k, StepKind kind) {
+      const std::size_t v = u - digit[a] * weight[a] + k * weight[a];
+      if (done[v]) return;
+      const std::uint64_t nk = dist[u] + step_key(step_cost(s, kind), communicates(kind));
+      if (nk >= dist[v]) return;
+      std::array<long, K> t = s;
+      t[a] = A.codes[k];
+      dist[v] = nk;
+      f[v] = nk + bound(t);
+      prev[v] = u;
+      via[v] = MeshStep{kind, int(a), s[a], A.codes[k]};
+      heap.push(v, f);
+    });
   }
   MeshPlan<K> plan;
   if (!done[goal]) return plan;

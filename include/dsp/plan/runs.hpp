@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <span>
 
-namespace dsp::detail {
+namespace dsp {
 
 /// Run r covers elements [base + r * stride, base + r * stride + len).
 struct Runs {
@@ -21,12 +21,6 @@ struct Runs {
   std::size_t stride = 0;
   std::size_t len = 0;
 };
-
-/// A contiguous range of `n` elements from `base`, as runs.
-constexpr Runs contiguous(std::size_t base, std::size_t n) { return Runs{base, n, n}; }
-
-/// Element e of a run pattern.
-constexpr std::size_t element_at(const Runs& r, std::size_t e) { return r.base + (e / r.len) * r.stride + e % r.len; }
 
 /// Copy `elems` elements from src runs to dst runs, in run order. The shorter
 /// run length divides the longer one (true for every block of a LayoutRight
@@ -47,6 +41,16 @@ struct PeerRuns {
   std::size_t piece = 0, elems = 0;
 };
 
+}  // namespace dsp
+
+namespace dsp::detail {
+
+/// A contiguous range of `n` elements from `base`, as runs.
+constexpr Runs contiguous(std::size_t base, std::size_t n) { return Runs{base, n, n}; }
+
+/// Element e of a run pattern.
+constexpr std::size_t element_at(const Runs& r, std::size_t e) { return r.base + (e / r.len) * r.stride + e % r.len; }
+
 /// The most tensors one batch carries.
 inline constexpr std::size_t kMaxBatch = 16;
 
@@ -55,7 +59,7 @@ inline constexpr std::size_t kMaxBatch = 16;
 struct PackedItem {
   const void* in = nullptr;
   void* out = nullptr;
-  std::size_t eb = 0;
+  std::size_t elem_bytes = 0;
 };
 
 /// The block of a LayoutRight tensor of extents `e` restricted along dim `d`

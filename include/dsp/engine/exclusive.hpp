@@ -40,22 +40,22 @@ DSP_FUNC void require_kokkos(const char* op) {
 /// that enters a collective on it meanwhile gets UsageError (its peers may
 /// then wait: use one communicator per thread). Also refuses a communicator
 /// whose collective deadline expired.
-class Busy {
+class ExclusiveUse {
  public:
   template <class Comm>
-  Busy(const Comm& comm, const char* op) : res_(comm.resources()) {
+  ExclusiveUse(const Comm& comm, const char* op) : res_(comm.resources()) {
     acquire(res_, op);
   }
-  ~Busy() { res_.release(); }
-  Busy(const Busy&) = delete;
-  Busy& operator=(const Busy&) = delete;
+  ~ExclusiveUse() { res_.release(); }
+  ExclusiveUse(const ExclusiveUse&) = delete;
+  ExclusiveUse& operator=(const ExclusiveUse&) = delete;
 
  private:
   DSP_FUNC static void acquire(const CommResources& res, const char* op);
   const CommResources& res_;
 };
 #if DSP_FUNC_BODIES
-DSP_FUNC void Busy::acquire(const CommResources& res, const char* op) {
+DSP_FUNC void ExclusiveUse::acquire(const CommResources& res, const char* op) {
   require_kokkos(op);
   if (res.poisoned())
     throw UsageError(std::string(op) +
