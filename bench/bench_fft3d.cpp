@@ -10,6 +10,9 @@
 //                      output layout of FFTW-MPI's default
 //   dsp_pencil_AxB     fft3d::Pencil::forward on the mesh A x B, every shape of
 //                      the rank count
+//   dsp_pencil_AxB_overlap  Pencil::forward_overlapped: the X -> Y transpose in
+//                      4 chunks (split-phase switches), each chunk's dim-1 FFTs
+//                      while the later chunks travel (B > 1)
 //   fftw_mpi           fftw_mpi_plan_dft_3d, default layout (output distributed
 //                      like the input), out of place with FFTW_DESTROY_INPUT
 //   fftw_mpi_transposed_out   the same with FFTW_MPI_TRANSPOSED_OUT
@@ -78,14 +81,19 @@ std::vector<Complex> input_of(const X& x) {
 }
 
 template <class D>
-std::shared_ptr<Method> dsp_method(std::shared_ptr<D> fft, bool back = false) {
+std::shared_ptr<Method> dsp_method(std::shared_ptr<D> fft, bool back = false, bool overlapped = false) {
   auto m = std::make_shared<Method>();
   auto in = std::make_shared<std::vector<Complex>>(input_of(fft->space()));
   Method* raw = m.get();
   m->prepare = [fft, in] { std::copy(in->begin(), in->end(), fft->space().local().data()); };
-  m->run = [fft, raw, back] {
+  m->run = [fft, raw, back, overlapped] {
     fft3d::StageTimes st;
-    fft->forward(&st);
+    if constexpr (std::is_same_v<D, fft3d::Pencil>) {
+      if (overlapped) fft->forward_overlapped(&st);
+      else fft->forward(&st);
+    } else {
+      fft->forward(&st);
+    }
     if constexpr (std::is_same_v<D, fft3d::Slab>) {
       if (back) {
         const double t0 = MPI_Wtime();
@@ -194,6 +202,10 @@ void add_size(std::size_t n) {
     add(group, "dsp_pencil_" + std::to_string(p0) + "x" + std::to_string(p / p0), [e, shape] {
       return dsp_method(std::make_shared<fft3d::Pencil>(fft3d::Mesh2{comm(), shape}, e, g_flags));
     });
+    if (p / p0 > 1)  // the X -> Y transpose in 4 chunks, each chunk's dim-1 FFTs while the later ones travel
+      add(group, "dsp_pencil_" + std::to_string(p0) + "x" + std::to_string(p / p0) + "_overlap", [e, shape] {
+        return dsp_method(std::make_shared<fft3d::Pencil>(fft3d::Mesh2{comm(), shape}, e, g_flags, 4), false, true);
+      });
   }
   add(group, "fftw_mpi", [e] { return fftw_method(e, false); });
   add(group, "fftw_mpi_transposed_out", [e] { return fftw_method(e, true); });

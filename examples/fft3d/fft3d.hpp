@@ -201,7 +201,13 @@ class Pencil {
   /// consecutive layouts the same block: those tensors then share it and the
   /// redistribution between them is skipped (P0 = 1 or P1 = 1 is a slab
   /// decomposition with dims 2 and 1 transformed one after the other).
-  Pencil(const Mesh2& mesh, const Extents& n, unsigned flags = FFTW_MEASURE)
+  ///
+  /// `chunks` (1 by default) > 1 prepares forward_overlapped(): the X -> Y
+  /// transpose in that many chunks of this rank's rows of dim 0, each a
+  /// split-phase switch on mesh.axis(1), so that the dim-1 FFTs of one chunk
+  /// run while the next chunks travel. Collective over each axis-1 group (the
+  /// chunk tensors wrap slices of the pencils: an agreement per chunk, once).
+  Pencil(const Mesh2& mesh, const Extents& n, unsigned flags = FFTW_MEASURE, std::size_t chunks = 1)
       : n_(n), skip_x_y_(mesh.shape()[1] == 1), skip_y_z_(mesh.shape()[0] == 1), x_(mesh, n),
         y_(skip_x_y_ ? YPencils(mesh, n, x_.local()) : YPencils(mesh, n)),
         z_(skip_y_z_ ? ZPencils(mesh, n, y_.local()) : ZPencils(mesh, n)) {
@@ -212,6 +218,21 @@ class Pencil {
     b0_ = LocalFFT(detail::data(z_), ez, {0}, FFTW_BACKWARD, flags);
     b1_ = LocalFFT(detail::data(y_), ey, {1}, FFTW_BACKWARD, flags);
     b2_ = LocalFFT(detail::data(x_), ex, {2}, FFTW_BACKWARD, flags);
+    if (chunks > 1 && !skip_x_y_) {
+      // Rows [r0, r1) of dim 0 of this rank's block: the same rows on every
+      // rank of the axis-1 group (they share coordinate 0), contiguous in
+      // both pencils, and the X -> Y switch of those rows is the 1-D switch
+      // Sharded<1> -> Sharded<2> of the slice [r1 - r0, N1, N2] on mesh.axis(1).
+      const dsp::Partition rows{ex[0], chunks};
+      for (std::size_t k = 0; k < chunks; ++k) {
+        const std::pair<std::size_t, std::size_t> r{rows.offset(k), rows.offset(k) + rows.count(k)};
+        const Extents slice{rows.count(k), n[1], n[2]};
+        xc_.emplace_back(mesh.axis(1), slice, Kokkos::subview(x_.local(), r, Kokkos::ALL, Kokkos::ALL));
+        yc_.emplace_back(mesh.axis(1), slice, Kokkos::subview(y_.local(), r, Kokkos::ALL, Kokkos::ALL));
+        f1c_.emplace_back(detail::data(yc_.back()), yc_.back().local_extents(), std::vector<int>{1}, FFTW_FORWARD,
+                          flags);
+      }
+    }
   }
 
   XPencils& space() { return x_; }
@@ -233,6 +254,34 @@ class Pencil {
     f0_();
     c.lap(&StageTimes::local_fft);
   }
+  /// forward(), with the X -> Y transpose in chunks (the constructor's
+  /// `chunks`): every chunk's switch is posted first (dsp::start_switch), then
+  /// each chunk is waited for and its dim-1 FFTs run while the later chunks
+  /// travel. The blocks of one chunk arrive along dim 1, the dim the next FFT
+  /// transforms, so a chunk's FFT needs all of its blocks: the overlap is
+  /// between chunks, not within one. The Y -> Z transpose stays blocking (its
+  /// untouched dim, 2, is not contiguous in the blocks). Without chunks, forward().
+  void forward_overlapped(StageTimes* t = nullptr) {
+    if (xc_.empty()) return forward(t);
+    detail::Clock c{t};
+    f2_();
+    c.lap(&StageTimes::local_fft);
+    std::vector<decltype(dsp::start_switch<2>(xc_[0], yc_[0]))> h;
+    h.reserve(xc_.size());
+    for (std::size_t k = 0; k < xc_.size(); ++k) h.push_back(dsp::start_switch<2>(xc_[k], yc_[k]));
+    c.lap(&StageTimes::transpose);
+    for (std::size_t k = 0; k < xc_.size(); ++k) {
+      h[k].wait();
+      c.lap(&StageTimes::transpose);
+      f1c_[k]();
+      c.lap(&StageTimes::local_fft);
+    }
+    if (!skip_y_z_) dsp::redistribute<ZLayout>(y_, z_);
+    c.lap(&StageTimes::transpose);
+    f0_();
+    c.lap(&StageTimes::local_fft);
+  }
+
   /// spectrum() -> space(), divided by N0 N1 N2. Collective. spectrum() and
   /// middle() are overwritten.
   void inverse(StageTimes* t = nullptr) {
@@ -257,6 +306,10 @@ class Pencil {
   YPencils y_;
   ZPencils z_;
   LocalFFT f2_, f1_, f0_, b0_, b1_, b2_;
+  // forward_overlapped(): the X -> Y transpose's chunks on mesh.axis(1), and their dim-1 FFTs.
+  std::vector<dsp::DistTensor<Complex, 3, dsp::Sharded<1>, Comm>> xc_;
+  std::vector<dsp::DistTensor<Complex, 3, dsp::Sharded<2>, Comm>> yc_;
+  std::vector<LocalFFT> f1c_;
 };
 
 }  // namespace fft3d

@@ -205,9 +205,9 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
 /// The facts of a call on tensors xs into ys (tuples of references) running
 /// `plan`: everything the untyped half (run_call, start_call) needs.
 template <class Xs, class Ys, std::size_t K, std::size_t... I>
-void call_facts(CallFacts& f, Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
-                const std::array<long, K>& from, const std::source_location& loc, long arg, const long* dst_codes,
-                std::index_sequence<I...>) {
+void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, Op op, long dst, const Xs& xs, const Ys& ys,
+                Wire wire, const MeshPlan<K>& plan, const std::array<long, K>& from, const std::source_location& loc,
+                long arg, const long* dst_codes, std::index_sequence<I...>) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using T0 = typename X0::value_type;
   const X0& x0 = std::get<0>(xs);
@@ -230,7 +230,8 @@ void call_facts(CallFacts& f, Op op, long dst, const Xs& xs, const Ys& ys, Wire 
   f.mesh_axes = is_mesh_v<typename X0::communicator_type> ? std::uint32_t(codes.size()) : 0;
   const auto shape = group_traits<typename X0::communicator_type>::shape(x0.communicator());
   for (std::size_t a = 0; a < shape.size(); ++a) f.mesh_shape[a] = shape[a];
-  (tensor_facts(f.t[I], std::get<I>(xs), std::get<I>(ys), x0), ...);
+  (tensor_facts(tf[I], std::get<I>(xs), std::get<I>(ys), x0), ...);
+  f.t = tf.data();
   constexpr int rt = reduce_type_code<T0>();
   f.rtype = static_cast<ReduceType>(rt < 0 ? 0 : rt);
   f.steps = plan.steps.data(), f.n_steps = plan.size;
@@ -245,7 +246,8 @@ void operate(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshP
              const long* dst_codes = nullptr) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   CallFacts f;
-  call_facts(f, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
+  std::array<TensorFacts, std::tuple_size_v<Xs>> tf;
+  call_facts(f, tf, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
              std::make_index_sequence<std::tuple_size_v<Xs>>{});
   GroupPorts<typename X0::communicator_type, typename X0::memory_space> ports(std::get<0>(xs).communicator());
   run_call<typename X0::memory_space>(ports.group(), f);
@@ -259,7 +261,8 @@ auto start(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPla
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using M = typename X0::memory_space;
   CallFacts f;
-  call_facts(f, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
+  std::array<TensorFacts, std::tuple_size_v<Xs>> tf;
+  call_facts(f, tf, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
              std::make_index_sequence<std::tuple_size_v<Xs>>{});
   auto ports = std::make_shared<GroupPorts<typename X0::communicator_type, M>>(std::get<0>(xs).communicator());
   const OpGroup<M>& g = ports->group();

@@ -283,20 +283,20 @@ inline std::string layout_text(const std::int64_t* codes, std::uint32_t axes) {
   return t + ">";
 }
 
-inline std::string shape_text(const Signature& s) {
+[[gnu::cold]] inline std::string shape_text(const Signature& s) {
   std::string t = "[";
   for (std::uint32_t a = 0; a < s.mesh_axes && a < kMaxAxes; ++a)
     t += (a ? ", " : "") + std::to_string(s.mesh_shape[a]);
   return t + "]";
 }
 
-inline std::string extents_text(const Signature& s) {
+[[gnu::cold]] inline std::string extents_text(const Signature& s) {
   std::string t = "[";
   for (std::uint64_t d = 0; d < s.tensor_rank && d < kMaxRank; ++d) t += (d ? ", " : "") + std::to_string(s.extents[d]);
   return t + "]";
 }
 
-inline std::string site_text(const Signature& s) {
+[[gnu::cold]] inline std::string site_text(const Signature& s) {
   if (s.site_hash == 0) return "(unknown: call-site checks off)";
   std::string_view f(s.site, strnlen(s.site, sizeof s.site));
   if (const auto slash = f.rfind('/'); slash != std::string_view::npos) f.remove_prefix(slash + 1);
@@ -406,7 +406,7 @@ inline Digest digest_of(const Signature& s) {
 
 // The first field on which some rank differs from rank 0, described with
 // the ranks' values (the first 16), or "" when all agree.
-inline std::string describe_disagreement(const std::vector<Signature>& all) {
+[[gnu::cold]] inline std::string describe_disagreement(const std::vector<Signature>& all) {
   const Signature& a = all[0];
   bool all_same = true;
   for (const Signature& b : all) all_same = all_same && same_call(a, b);

@@ -100,7 +100,7 @@ struct CallFacts {
   std::size_t n_steps = 0;
   const long* from = nullptr;  // = src_codes, one per axis of the plan
   std::size_t axes = 1;
-  std::array<TensorFacts, kMaxBatch> t{};
+  const TensorFacts* t = nullptr;  // n of them (the typed layer's array)
 };
 
 /// What is wrong with an output, as text (cold: only on error).

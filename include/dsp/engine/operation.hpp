@@ -124,7 +124,11 @@ struct PreparedStep {
 
 /// An operation after its prepare phase.
 struct PreparedOp {
-  std::array<PreparedStep, kMaxSteps> steps{};
+  // Only the plan's steps are constructed (a PreparedStep is a few hundred
+  // bytes of plans; a blocking call should not build sixteen).
+  std::array<std::optional<PreparedStep>, kMaxSteps> slots{};
+  PreparedStep& step(std::size_t t) { return *slots[t]; }
+  const PreparedStep& step(std::size_t t) const { return *slots[t]; }
   std::size_t size = 0;
   std::size_t rank = 0;                     // tensor rank
   std::array<std::size_t, kMaxBatch> at{};  // each tensor's byte offset in a scratch buffer
@@ -149,7 +153,7 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
   for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
   for (std::size_t t = 0; t < op.size && err.empty(); ++t) {
-    PreparedStep& p = op.steps[t];
+    PreparedStep& p = op.slots[t].emplace();
     p.step = a.steps[t];
     const std::size_t ax = std::size_t(p.step.axis);
     PortOn<M>& port = *g.axis[ax];
@@ -212,7 +216,8 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
   // (the primitives' agreement compares it); a mesh compares the setting.
   if (g.axes == 1 && g.world == g.axis[0]) {
     if (op.size == 0) op.path = Path::identity;
-    else if (const PreparedStep& p = op.steps[0]; op.size == 1) {
+    else if (op.size == 1) {
+      const PreparedStep& p = op.step(0);
       if (p.single) op.path = op.posted_last ? Path::pairwise : path_of(*p.single);
       else if (p.packed)
         op.path = op.posted_last ? Path::sections
@@ -227,7 +232,7 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
   std::size_t most[2] = {0, 0};
   for (std::size_t t = 0; t + 1 < op.size; ++t) {
     std::size_t off = 0;
-    for (std::size_t k = 0; k < n_items; ++k) off = align_up(off, 64) + op.steps[t].out_elems * a.items[k].elem_bytes;
+    for (std::size_t k = 0; k < n_items; ++k) off = align_up(off, 64) + op.step(t).out_elems * a.items[k].elem_bytes;
     most[t % 2] = std::max(most[t % 2], off);
   }
   op.scratch_bytes[0] = most[0], op.scratch_bytes[1] = most[1];
@@ -244,8 +249,8 @@ void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scra
     out[k].elem_bytes = a.items[k].elem_bytes;
     out[k].in = t == 0 ? a.items[k].in : static_cast<const void*>(scratch->buf[(t - 1) % 2].data() + in_off);
     out[k].out = t + 1 == op.size ? a.items[k].out : static_cast<void*>(scratch->buf[t % 2].data() + out_off);
-    if (t > 0) in_off += op.steps[t - 1].out_elems * a.items[k].elem_bytes;
-    out_off += op.steps[t].out_elems * a.items[k].elem_bytes;
+    if (t > 0) in_off += op.step(t - 1).out_elems * a.items[k].elem_bytes;
+    out_off += op.step(t).out_elems * a.items[k].elem_bytes;
   }
 }
 
@@ -253,7 +258,7 @@ void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scra
 template <class M>
 void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, std::size_t t,
                   std::span<const PackedItem> items) {
-  const PreparedStep& p = op.steps[t];
+  const PreparedStep& p = op.step(t);
   const std::size_t ax = std::size_t(p.step.axis);
   PortOn<M>& port = *g.axis[ax];
   const std::span<const std::size_t> ge(p.group.data(), op.rank);
@@ -458,7 +463,7 @@ struct FlightState {
     }
   }
 
-  const PreparedStep& last() const { return op.steps[op.size - 1]; }
+  const PreparedStep& last() const { return op.step(op.size - 1); }
   std::size_t last_axis() const { return op.size ? std::size_t(last().step.axis) : 0; }
   PortOn<M>& last_port() const { return *g.axis[last_axis()]; }
   /// Whether the output arrives block by block: the last step is a switch or
@@ -655,7 +660,7 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
         f.buffers->steps.reserve(0, op.scratch_bytes[0]);
         f.buffers->steps.reserve(1, op.scratch_bytes[1]);
         if (op.posted_last) {
-          const PreparedStep& p = op.steps[op.size - 1];
+          const PreparedStep& p = op.step(op.size - 1);
           const std::size_t sb = p.packed ? p.packed->send_bytes : p.packed_gather ? p.packed_gather->send_bytes : 0;
           const std::size_t rb = p.packed ? p.packed->recv_bytes : p.packed_gather ? p.packed_gather->recv_bytes : 0;
           f.buffers->chunks.reserve(0, sb);
@@ -690,7 +695,7 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
     return flight;
   }
   // Post the last step: own blocks first, then every message.
-  const PreparedStep& p = op.steps[t];
+  const PreparedStep& p = op.step(t);
   PortOn<M>& port = *g.axis[std::size_t(p.step.axis)];
   const auto exec = port.exec();
   const std::span<const std::size_t> ge(p.group.data(), op.rank);
