@@ -43,6 +43,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -124,17 +125,34 @@ struct PreparedStep {
 
 /// An operation after its prepare phase.
 struct PreparedOp {
-  // Only the plan's steps are constructed (a PreparedStep is a few hundred
-  // bytes of plans; a blocking call should not build sixteen).
-  std::array<std::optional<PreparedStep>, kMaxSteps> slots{};
-  PreparedStep& step(std::size_t t) { return *slots[t]; }
-  const PreparedStep& step(std::size_t t) const { return *slots[t]; }
+  // Only the plan's steps are constructed, in raw storage: a PreparedStep is
+  // a few hundred bytes of plans, and a blocking call should neither build
+  // nor clear sixteen of them.
+  PreparedOp() = default;
+  PreparedOp(const PreparedOp&) = delete;
+  PreparedOp& operator=(const PreparedOp&) = delete;
+  ~PreparedOp() {
+    for (std::size_t t = built_; t-- > 0;) step(t).~PreparedStep();
+  }
+  /// Constructs step t (steps are built in order, from 0).
+  PreparedStep& build(std::size_t t) {
+    PreparedStep* p = new (slot_[t]) PreparedStep();
+    built_ = t + 1;
+    return *p;
+  }
+  PreparedStep& step(std::size_t t) { return *std::launder(reinterpret_cast<PreparedStep*>(slot_[t])); }
+  const PreparedStep& step(std::size_t t) const {
+    return *std::launder(reinterpret_cast<const PreparedStep*>(slot_[t]));
+  }
   std::size_t size = 0;
-  std::size_t rank = 0;                     // tensor rank
-  std::array<std::size_t, kMaxBatch> at{};  // each tensor's byte offset in a scratch buffer
+  std::size_t rank = 0;  // tensor rank
   std::size_t scratch_bytes[2] = {0, 0};
   bool posted_last = false;  // split-phase: the last step goes point to point, completed later
   Path path = Path::none;    // what a one-step plan on a plain communicator resolved
+
+ private:
+  alignas(PreparedStep) unsigned char slot_[kMaxSteps][sizeof(PreparedStep)];
+  std::size_t built_ = 0;
 };
 
 inline std::size_t align_up(std::size_t b, std::size_t a) { return (b + a - 1) / a * a; }
@@ -142,8 +160,8 @@ inline std::size_t align_up(std::size_t b, std::size_t a) { return (b + a - 1) /
 /// The prepare phase. `split_phase`: plan the last step for posting when the
 /// backend can (point to point, packed chunks in private buffers).
 template <class M>
-PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string& err, bool split_phase) {
-  PreparedOp op;
+void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string& err,
+                       bool split_phase) {
   op.size = a.steps.size();
   op.rank = a.global.size();
   const SwitchAlgorithm setting = switch_algorithm();
@@ -153,7 +171,7 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
   for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
   for (std::size_t t = 0; t < op.size && err.empty(); ++t) {
-    PreparedStep& p = op.slots[t].emplace();
+    PreparedStep& p = op.build(t);
     p.step = a.steps[t];
     const std::size_t ax = std::size_t(p.step.axis);
     PortOn<M>& port = *g.axis[ax];
@@ -211,7 +229,7 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
       return 0;
     });
   }
-  if (!err.empty()) return op;
+  if (!err.empty()) return;
   // One-step plans on a plain communicator report the path they resolved
   // (the primitives' agreement compares it); a mesh compares the setting.
   if (g.axes == 1 && g.world == g.axis[0]) {
@@ -236,7 +254,7 @@ PreparedOp prepare_operation(const OpGroup<M>& g, const OpArgs& a, Signature& si
     most[t % 2] = std::max(most[t % 2], off);
   }
   op.scratch_bytes[0] = most[0], op.scratch_bytes[1] = most[1];
-  return op;
+  return;
 }
 
 /// The in/out pointers of every tensor for step t.
@@ -341,7 +359,8 @@ class ExclusiveUseGroup {
 template <class M>
 void run_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::string err) {
   ExclusiveUseGroup use(g, a.steps, op_name(sig.op));
-  PreparedOp op = prepare_operation(g, a, sig, err, false);
+  PreparedOp op;
+  prepare_operation(op, g, a, sig, err, false);
   if (err.empty()) {
     sig.path = static_cast<std::uint32_t>(op.path);
     try {
@@ -648,7 +667,7 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
   for (std::size_t x = 0; x < g.axes; ++x) f.from[x] = a.from[x];
   const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes), a.wire, a.rtype};
   ExclusiveUseGroup use(g, a.steps, op_name(sig.op));
-  f.op = prepare_operation(g, args, sig, err, true);
+  prepare_operation(f.op, g, args, sig, err, true);
   PreparedOp& op = f.op;
   if (err.empty()) {
     sig.path = static_cast<std::uint32_t>(op.path);
