@@ -182,6 +182,33 @@ TEST_CASE("split-phase operations through a counting communicator count what the
   }
 }
 
+TEST_CASE("a split-phase switch of short runs posts one packed message per peer, of long runs one per run") {
+  // Sharded<1> -> Sharded<2> of [64, 8, 64]: each peer's block is 64 x (8 / P) runs (more than
+  // kMaxPostedRuns = 16), so the posted exchange packs it (one message per peer) instead of sending
+  // every run. Sharded<0> -> Sharded<1> of [8, 64, 64]: at most ceil(8 / P) runs, sent as they are.
+  using Counted = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  Counted cc{world()};
+  const std::size_t p = std::size_t(cc.size()), peers = p - 1;
+  {
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, Counted> x{cc, {64, 8, 64}};
+    fill(x);
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<2>, Counted> y{cc, {64, 8, 64}};
+    cc.reset();
+    dsp::start_switch<2>(x, y).wait();
+    CHECK(count_wrong(y) == 0);
+    if (x.local_size() > 0) CHECK(cc.counts().messages == peers);  // 8 / P rows: every rank has a block at P <= 8
+  }
+  {
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<0>, Counted> x{cc, {8, 64, 64}};
+    fill(x);
+    dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, Counted> y{cc, {8, 64, 64}};
+    cc.reset();
+    dsp::start_switch<1>(x, y).wait();
+    CHECK(count_wrong(y) == 0);
+    CHECK(cc.counts().messages == x.local_extents()[0] * peers);  // one run of this rank's rows per peer
+  }
+}
+
 TEST_CASE("a backend without split-phase exchange switches at start, and wait reports every block") {
   using Staged = dsp::StagedCommunicator<dsp::MpiCommunicator, Kokkos::HostSpace>;
   static_assert(!dsp::AsyncPeerExchange<Staged>);

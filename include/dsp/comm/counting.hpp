@@ -48,7 +48,8 @@ struct CommCounts {
   std::size_t all_to_all = 0;  ///< all_to_all and all_to_all_v calls
   std::size_t all_gather = 0;  ///< all_gather and all_gather_v calls
   std::size_t broadcast = 0;
-  std::size_t exchange = 0;        ///< exchange_runs and exchange_runs_typed calls
+  std::size_t exchange = 0;        ///< exchange_runs, exchange_runs_typed and post_runs calls
+  std::size_t messages = 0;        ///< messages of those exchanges: each peer's runs in pieces (PeerRuns::piece)
   std::size_t all_reduce = 0;      ///< all_reduce calls
   std::size_t reduce_scatter = 0;  ///< reduce_scatter calls
   std::size_t control = 0;         ///< control_all_gather calls (agreement checks)
@@ -193,7 +194,10 @@ class CountingCommunicator {
   std::size_t others() const { return static_cast<std::size_t>(size() > 0 ? size() - 1 : 0); }
   void count_exchange(std::span<const PeerRuns> sends, std::size_t elem) {
     ++counts_->exchange;
-    for (const auto& pr : sends) counts_->bytes_sent += pr.elems * elem;
+    for (const auto& pr : sends) {
+      counts_->bytes_sent += pr.elems * elem;
+      if (pr.piece) counts_->messages += (pr.elems + pr.piece - 1) / pr.piece;
+    }
   }
 
   C inner_;

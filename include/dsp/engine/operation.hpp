@@ -157,6 +157,30 @@ struct PreparedOp {
 
 inline std::size_t align_up(std::size_t b, std::size_t a) { return (b + a - 1) / a * a; }
 
+/// A posted (split-phase) exchange of one exact tensor goes straight from
+/// and into the tensors' runs, one message per run, only when every peer's
+/// block is at most this many runs; otherwise it is packed into one section
+/// per peer, as a batch is. Point-to-point messages of short runs cost a
+/// request each (a [32,128,128] complex switch chunk on 2 ranks: 2,048
+/// messages of 1 KiB per peer, 7x the time of the blocking switch).
+inline constexpr std::size_t kMaxPostedRuns = 16;
+
+/// An upper bound, the same on every rank of the step's axis, of the runs of
+/// one peer's block in a posted exchange over group extents `ge`: the dims
+/// before `last` (the later of the two dims a switch touches, or a gather's
+/// dim), `sharded` (the other one, or none) at its largest share.
+inline std::size_t posted_runs_bound(std::span<const std::size_t> ge, std::size_t last, std::size_t sharded,
+                                     int parts) {
+  std::size_t runs = 1;
+  for (std::size_t d = 0; d < last && d < ge.size(); ++d) {
+    const std::size_t e = d == sharded ? (ge[d] + std::size_t(parts) - 1) / std::size_t(parts) : ge[d];
+    if (e == 0) return 0;
+    if (runs > kMaxPostedRuns) continue;  // stays above the limit (until an empty dim), without overflow
+    runs *= e;
+  }
+  return runs;
+}
+
 /// The prepare phase. `split_phase`: plan the last step for posting when the
 /// backend can (point to point, packed chunks in private buffers).
 template <class M>
@@ -166,7 +190,7 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
   op.rank = a.global.size();
   const SwitchAlgorithm setting = switch_algorithm();
   const std::size_t n_items = a.items.size();
-  const bool single = n_items == 1 && a.wire == Wire::exact;
+  const bool exact_one = n_items == 1 && a.wire == Wire::exact;
   std::array<long, kMaxAxes> state{};
   for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
@@ -190,6 +214,8 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
       switch (p.step.kind) {
         case StepKind::switch_dims: {
           const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
+          const bool single = exact_one && (!post || posted_runs_bound(ge, std::max(i, j), std::min(i, j),
+                                                                       port.size()) <= kMaxPostedRuns);
           if (single) {
             p.single = post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,
                                                  capabilities_of(port), SwitchAlgorithm::pairwise)
@@ -207,6 +233,7 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
         }
         case StepKind::gather: {
           const std::size_t d = std::size_t(p.step.from);
+          const bool single = exact_one && (!post || posted_runs_bound(ge, d, d, 1) <= kMaxPostedRuns);
           if (single) {
             p.gather = post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
                             : plan_and_reserve_gather<M>(
