@@ -8,10 +8,14 @@
 // checksum of the whole tensor: an element held twice or by nobody would pass
 // the per-rank check but not this one. Resident memory after the run may
 // exceed resident memory after warm-up by at most kRssToleranceBytes.
+// A second case walks 5,000 random mesh redistributes (DSP_SOAK_MESH_OPS):
+// plain, into existing tensors, batched with a double tensor, split-phase
+// and on arrival, each result and input checked element by element.
 #include "helpers.hpp"
 
 #include <dsp/async.hpp>
 #include <dsp/batch.hpp>
+#include <dsp/redistribute.hpp>
 
 #include <doctest/doctest.h>
 
@@ -235,4 +239,94 @@ TEST_CASE(
 #else
   CHECK(rss_end - rss_warm <= kRssToleranceBytes);
 #endif
+}
+
+namespace {
+
+using Mesh2 = dsp::Mesh<2, Comm>;
+template <class L>
+using OnMesh = dsp::DistTensor<float, 3, L, Mesh2>;
+template <class L>
+using OnMeshD = dsp::DistTensor<double, 3, L, Mesh2>;
+using MeshState = std::variant<
+    OnMesh<dsp::Axes<dsp::Replicated, dsp::Replicated>>, OnMesh<dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>>,
+    OnMesh<dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>>, OnMesh<dsp::Axes<dsp::Sharded<2>, dsp::Replicated>>,
+    OnMesh<dsp::Axes<dsp::Replicated, dsp::Sharded<0>>>>;
+
+/// Calls f(std::integral_constant<std::size_t, k>) for a run-time k < N.
+template <std::size_t N, class F>
+void with_index(std::size_t k, F&& f) {
+  with_dim<N>(k, std::forward<F>(f));
+}
+
+}  // namespace
+
+TEST_CASE("soak on a mesh: random redistributes (batched, split-phase, on arrival) of one tensor, verified") {
+  // A 2-axis mesh of every rank ({2, P/2}, or {1, P} at odd P); a random walk
+  // over five placements, each step plain, into an existing tensor, a batch
+  // of a float and a double tensor, start_redistribute (test until done,
+  // then wait), or redistribute_each (every element reported once).
+  const char* env = std::getenv("DSP_SOAK_MESH_OPS");
+  const std::size_t total = env && std::atol(env) > 0 ? std::size_t(std::atol(env)) : 5000;
+  const int p = world().size();
+  Mesh2 mesh{world(), {p % 2 ? 1 : 2, p % 2 ? p : p / 2}};
+  std::mt19937 rng(777);
+  std::size_t ops = 0, wrong = 0, kinds[5] = {0, 0, 0, 0, 0};
+  while (ops < total) {
+    const auto g = random_extents<3>(rng);
+    OnMesh<dsp::Axes<dsp::Replicated, dsp::Replicated>> start{mesh, g};
+    fill(start);
+    MeshState cur = start;
+    const std::size_t steps = std::min<std::size_t>(4 + rng() % 12, total - ops);
+    for (std::size_t s = 0; s < steps; ++s, ++ops) {
+      const std::size_t to = rng() % std::variant_size_v<MeshState>;
+      const unsigned kind = rng() % 5;
+      ++kinds[kind];
+      cur = std::visit(
+          [&](const auto& x) -> MeshState {
+            std::optional<MeshState> out;
+            with_index<std::variant_size_v<MeshState>>(to, [&](auto T) {
+              using Y = std::variant_alternative_t<decltype(T)::value, MeshState>;
+              using L = typename Y::layout_type;
+              if (kind == 0) {
+                out = dsp::redistribute<L>(x);
+              } else if (kind == 1) {
+                Y y{mesh, g};
+                dsp::redistribute<L>(x, y);
+                out = y;
+              } else if (kind == 2) {
+                OnMeshD<typename std::remove_cvref_t<decltype(x)>::layout_type> xd{mesh, g};
+                fill(xd);
+                auto [y, yd] = dsp::redistribute<L>(dsp::batch(x, xd));
+                wrong += count_wrong(yd) + count_wrong(xd);
+                out = y;
+              } else if (kind == 3) {
+                Y y{mesh, g};
+                auto h = dsp::start_redistribute<L>(x, y);
+                while (!h.test()) {
+                }
+                h.wait();
+                out = y;
+              } else {
+                Y y{mesh, g};
+                std::size_t seen = 0;
+                dsp::redistribute_each<L>(x, y, [&](const auto& block, const auto&, int) { seen += block.size(); });
+                if (seen != y.local_size()) ++wrong;
+                out = y;
+              }
+            });
+            std::visit([&](const auto& y) { wrong += count_wrong(y); }, *out);
+            wrong += count_wrong(x);  // the input is unchanged
+            return std::move(*out);
+          },
+          cur);
+    }
+  }
+  CHECK(ops == total);
+  CHECK(wrong == 0);
+  for (std::size_t k : kinds) CHECK(k > 0);
+  if (world().rank() == 0)
+    std::printf(
+        "soak on a %dx%d mesh: %zu redistributes (%zu plain, %zu into, %zu batched, %zu split-phase, %zu on arrival)\n",
+        mesh.shape()[0], mesh.shape()[1], ops, kinds[0], kinds[1], kinds[2], kinds[3], kinds[4]);
 }
