@@ -294,8 +294,11 @@ TEST_CASE("errors of one rank in a batch on a mesh raise on every rank; the inpu
       if (form == 0) dsp::redistribute<To>(dsp::batch(a, b), dsp::batch(ya, yb));
       else dsp::start_redistribute<To>(dsp::batch(a, b), dsp::batch(ya, yb)).wait();
     });
-    if (bad) CHECK(e.find("the output has global extents [6, 6, 4]") != std::string::npos);
-    else CHECK(e.find("rank " + std::to_string(n - 1) + " could not take part") != std::string::npos);
+    const std::string op = form == 0 ? "dsp::redistribute" : "dsp::start_redistribute";
+    if (bad)
+      CHECK(e.find(op + " (rank " + std::to_string(r) + "): output tensor 1 of the batch has global extents " +
+                   "[6, 6, 4] but its input [6, 5, 4]") != std::string::npos);
+    else CHECK(e.find(op + ": rank " + std::to_string(n - 1) + " could not take part") != std::string::npos);
   }
   // A wire on a batch with a double: refused on every rank, before anything moves.
   dsp::DistTensor<double, 3, To, M> ok{m, {6, 5, 4}};

@@ -352,7 +352,7 @@ auto start_redistribute_impl(const XA& xa, YA& ya, Wire wire, const std::source_
   auto ys = tie_of(ya);
   using X0 = tensor_t<std::tuple_element_t<0, decltype(xs)>>;
   using P = plan_of<X0, To>;
-  return start_handle<block_dim(P::plan)>(Op::redistribute, 0, xs, ys, wire, P::plan, P::from, loc,
+  return start_handle<block_dim(P::plan)>(Op::start_redistribute, 0, xs, ys, wire, P::plan, P::from, loc,
                                           long(switch_algorithm()), P::to.data());
 }
 }  // namespace detail

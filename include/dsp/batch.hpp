@@ -71,7 +71,9 @@ constexpr bool batch_switch_ok() {
                     "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
                     "type and the memory space (element types may differ).");
       constexpr bool plain = !is_mesh_v<typename X0::communicator_type>;
-      static_assert(plain, "dsp::batch: a batch switch works on tensors of a plain communicator (not a dsp::Mesh).");
+      static_assert(plain,
+                    "dsp::batch: dynamic_switch of a batch works on tensors of a plain communicator; on a "
+                    "dsp::Mesh, move a batch with dsp::redistribute<To>(dsp::batch(x...)).");
       if constexpr (same && plain) return switch_ok<D, X0>();
     }
   }

@@ -78,6 +78,7 @@ enum class Op : std::uint32_t {
   start_switch,
   start_gather,
   batch_switch,
+  start_redistribute,
 };
 
 inline const char* op_name(std::uint32_t op) {
@@ -93,6 +94,7 @@ inline const char* op_name(std::uint32_t op) {
     case Op::start_switch: return "dsp::start_switch";
     case Op::start_gather: return "dsp::start_gather";
     case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
+    case Op::start_redistribute: return "dsp::start_redistribute";
   }
   return "an unknown operation";
 }

@@ -104,19 +104,22 @@ struct CallFacts {
 };
 
 /// What is wrong with an output, as text (cold: only on error).
+/// `index`: the tensor's place in a batch, or -1 for a single tensor.
 DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
-                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap);
+                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap,
+                                  long index = -1);
 #if DSP_FUNC_BODIES
 DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std::size_t> x_extents,
-                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap) {
+                                  std::span<const std::size_t> y_extents, bool same_group, bool overlap, long index) {
   const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
+  const std::string output = index < 0 ? "the output" : "output tensor " + std::to_string(index) + " of the batch";
+  const std::string input = index < 0 ? "the input" : "its input";
   if (!std::equal(x_extents.begin(), x_extents.end(), y_extents.begin(), y_extents.end()))
-    return who + ": the output has global extents " + text(y_extents) + " but the input " + text(x_extents);
+    return who + ": " + output + " has global extents " + text(y_extents) + " but " + input + " " + text(x_extents);
   if (!same_group)
-    return who +
-           ": the output lives on a different communicator than the input (not the same ranks in the "
-           "same order)";
-  if (overlap) return who + ": the output shares memory with the input; dsp does not work in place";
+    return who + ": " + output + " lives on a different communicator than " + input +
+           " (not the same ranks in the same order)";
+  if (overlap) return who + ": " + output + " shares memory with " + input + "; dsp does not work in place";
   return "";
 }
 #endif

@@ -446,7 +446,7 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
     const std::span<const std::size_t> e(t.extents, f.tensor_rank), ye(t.out_extents, f.tensor_rank);
     const bool overlap = ranges_overlap(t.in_range, t.out_range);
     if (!std::equal(e.begin(), e.end(), ye.begin()) || !t.out_same_group || overlap) {
-      c.err = output_error(op_name(s.op), f.rank, e, ye, t.out_same_group, overlap);
+      c.err = output_error(op_name(s.op), f.rank, e, ye, t.out_same_group, overlap, f.n > 1 ? long(k) : -1);
       s.status = static_cast<std::uint32_t>(Status::bad_output);
     }
   }
