@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Partition arithmetic, exhaustive for small extents and rank counts.
+// Partition arithmetic, exhaustive for small extents and rank counts; the
+// balanced mesh shapes of dsp::mesh_shape against a brute-force search.
+#include <dsp/mesh.hpp>
 #include <dsp/partition.hpp>
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <vector>
 
 TEST_CASE("partition: exhaustive for extents 0..200 over 1..40 parts") {
@@ -79,4 +82,66 @@ TEST_CASE("the nested partition of meshes, exhaustively for small extents and me
                 }
             CHECK(next == e);
           }
+}
+
+namespace {
+/// The balance key of mesh_shape's contract: largest minus smallest extent,
+/// then the largest, then the sum of squares.
+std::array<long long, 3> balance(const std::vector<int>& v) {
+  long long lo = v[0], hi = v[0], squares = 0;
+  for (int x : v) {
+    lo = std::min<long long>(lo, x);
+    hi = std::max<long long>(hi, x);
+    squares += static_cast<long long>(x) * x;
+  }
+  return {hi - lo, hi, squares};
+}
+/// Every K-tuple of extents whose product is n (in any order), the best key.
+void all_shapes(int n, std::size_t k, std::vector<int>& cur, std::array<long long, 3>& best) {
+  if (k == 0) {
+    if (n == 1) best = std::min(best, balance(cur));
+    return;
+  }
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) {
+      cur.push_back(d);
+      all_shapes(n / d, k - 1, cur, best);
+      cur.pop_back();
+    }
+}
+template <std::size_t K>
+void check_mesh_shapes(int up_to) {
+  for (int n = 1; n <= up_to; ++n) {
+    const auto s = dsp::mesh_shape<K>(n);
+    long long product = 1;
+    for (std::size_t a = 0; a < K; ++a) product *= s[a];
+    CHECK(product == n);
+    for (std::size_t a = 1; a < K; ++a) CHECK(s[a - 1] >= s[a]);  // MPI_Dims_create's order
+    std::vector<int> cur;
+    std::array<long long, 3> best{1LL << 62, 0, 0};
+    all_shapes(n, K, cur, best);
+    CHECK_MESSAGE(balance(std::vector<int>(s.begin(), s.end())) == best, "n = ", n, ", K = ", K);
+  }
+}
+}  // namespace
+
+TEST_CASE("mesh_shape: balanced shapes, non-increasing, against every factorization") {
+  CHECK(dsp::mesh_shape<1>(6) == std::array<int, 1>{6});
+  CHECK(dsp::mesh_shape<2>(12) == std::array<int, 2>{4, 3});
+  CHECK(dsp::mesh_shape<2>(7) == std::array<int, 2>{7, 1});
+  CHECK(dsp::mesh_shape<2>(72) == std::array<int, 2>{9, 8});  // MPI_Dims_create gives {12, 6}
+  CHECK(dsp::mesh_shape<3>(8) == std::array<int, 3>{2, 2, 2});
+  CHECK(dsp::mesh_shape<4>(20) == std::array<int, 4>{5, 2, 2, 1});
+  CHECK(dsp::mesh_shape<4>(1) == std::array<int, 4>{1, 1, 1, 1});
+  check_mesh_shapes<2>(400);
+  check_mesh_shapes<3>(200);
+  check_mesh_shapes<4>(120);
+  // the largest rank counts: 2^31 - 1 is prime; 735134400 has 1344 divisors
+  CHECK(dsp::mesh_shape<4>(2147483647) == std::array<int, 4>{2147483647, 1, 1, 1});
+  CHECK(dsp::mesh_shape<2>(1 << 30) == std::array<int, 2>{32768, 32768});
+  const auto h = dsp::mesh_shape<4>(735134400);
+  CHECK(static_cast<long long>(h[0]) * h[1] * h[2] * h[3] == 735134400);
+  CHECK(h == std::array<int, 4>{170, 168, 165, 156});
+  CHECK_THROWS_AS(dsp::mesh_shape<2>(0), dsp::InvalidArgument);
+  CHECK_THROWS_AS(dsp::mesh_shape<3>(-4), dsp::InvalidArgument);
 }

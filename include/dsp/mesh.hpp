@@ -144,6 +144,76 @@ class Mesh {
   std::shared_ptr<State> s_;
 };
 
+namespace detail {
+/// mesh_shape's search: the factorizations of n into `left` more extents, each
+/// at most `cap` and non-increasing (cur[0..depth) chosen so far), among the
+/// divisors of the original n (ascending); keeps the best one in `best`.
+struct BalancedSearch {
+  std::array<int, 1600> divisors{};  // n < 2^31 has at most 1600
+  std::size_t count = 0;
+  std::array<int, kMaxAxes> cur{}, best{};
+  std::size_t axes = 0;
+  bool found = false;
+  /// Balance: the largest minus the smallest extent, then the largest, then
+  /// the sum of squares (of {5, 2, 2, 1} and {5, 4, 1, 1}, the first).
+  bool better(const std::array<int, kMaxAxes>& x, const std::array<int, kMaxAxes>& y) const {
+    const auto key = [&](const std::array<int, kMaxAxes>& v) {
+      long long squares = 0;
+      for (std::size_t a = 0; a < axes; ++a) squares += static_cast<long long>(v[a]) * v[a];
+      return std::array<long long, 3>{v[0] - v[axes - 1], v[0], squares};
+    };
+    return key(x) < key(y);
+  }
+  void run(long long n, std::size_t depth, long long cap) {
+    const std::size_t left = axes - depth;
+    if (left == 1) {
+      if (n > cap) return;
+      cur[depth] = static_cast<int>(n);
+      if (!found || better(cur, best)) best = cur;
+      found = true;
+      return;
+    }
+    for (std::size_t k = count; k-- > 0;) {  // the largest remaining extent first
+      const long long d = divisors[k];
+      if (d > cap || n % d != 0) continue;
+      long long power = 1;  // d is the largest of `left` extents whose product is n: d^left >= n
+      for (std::size_t i = 0; i < left && power < n; ++i) power *= d;
+      if (power < n) break;  // smaller divisors cannot be the largest either
+      cur[depth] = static_cast<int>(d);
+      run(n / d, depth + 1, d);
+    }
+  }
+};
+}  // namespace detail
+
+/// A balanced shape of K axes for n ranks, for dsp::Mesh<K, Comm>: extents
+/// whose product is n, the largest minus the smallest as small as n's factors
+/// allow (then the largest, then the sum of squares), in non-increasing order
+/// (MPI_Dims_create's order: the last axis, whose ranks are adjacent, is the
+/// smallest). mesh_shape<2>(12) is {4, 3}, mesh_shape<3>(8) {2, 2, 2},
+/// mesh_shape<2>(7) {7, 1}, mesh_shape<2>(72) {9, 8} (MPI_Dims_create, which
+/// hands out prime factors greedily, gives {12, 6}). Local; raises
+/// InvalidArgument for n < 1.
+template <std::size_t K>
+std::array<int, K> mesh_shape(int n) {
+  static_assert(K >= 1 && K <= kMaxAxes, "dsp::mesh_shape<K>: K must be 1 to dsp::kMaxAxes (4) axes");
+  if (n < 1) throw InvalidArgument("dsp::mesh_shape: the rank count must be at least 1, got " + std::to_string(n));
+  detail::BalancedSearch s;
+  s.axes = K;
+  std::size_t high = 0;  // divisors above sqrt(n), collected descending, then appended in ascending order
+  std::array<int, 800> above{};
+  for (int d = 1; d <= n / d; ++d)
+    if (n % d == 0) {
+      s.divisors[s.count++] = d;
+      if (d != n / d) above[high++] = n / d;
+    }
+  while (high > 0) s.divisors[s.count++] = above[--high];
+  s.run(n, 0, n);
+  std::array<int, K> shape{};
+  for (std::size_t a = 0; a < K; ++a) shape[a] = s.best[a];
+  return shape;
+}
+
 template <class G>
 struct is_mesh : std::false_type {};
 template <std::size_t K, class Comm>
