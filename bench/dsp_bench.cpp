@@ -65,8 +65,10 @@ struct Options {
   std::string type = "float", op = "switch", backend = "mpi", format = "text", out;
   std::vector<std::string> ops;  // -o, split at commas; `op` is the one being run
   int dim_from = 0, dim_to = 1;
-  std::size_t inner = 32;  // switch: extent of the last dim
-  int peers = 0;           // pack, unpack: the rank count of the plan (0: this run's)
+  std::size_t inner = 32;      // switch: extent of the last dim
+  int peers = 0;               // pack, unpack: the rank count of the plan (0: this run's)
+  int batch = 1;               // switch: tensors switched in one dsp::batch (1 or 3)
+  std::string wire = "exact";  // switch: exact or bf16 (float only)
   bool agreement = true;
 };
 
@@ -98,6 +100,9 @@ struct Options {
       "                       execution space: rank 0's alltoallv plan among --peers ranks, size\n"
       "                       about rank 0's block (compare with memcpy at 1 rank)\n"
       "      --peers P        pack, unpack: ranks of the plan (0: this run's)       [0]\n"
+      "      --batch N        switch: N tensors of that shape in one dsp::batch (1, 3)  [1]\n"
+      "                       (size, count: per tensor; algbw counts all N)\n"
+      "      --wire W         switch: exact | bf16 (float; checked within 2^-8 |x|)   [exact]\n"
       "  -a, --agreement 0|1  dsp's cross-rank agreement check                      [1]\n"
       "  -B, --backend NAME   mpi (host memory) | nccl (device memory, one GPU per rank;  [mpi]\n"
       "                       only in builds with dsp::nccl and a CUDA Kokkos)\n"
@@ -148,6 +153,8 @@ Options parse(int argc, char** argv) {
       if (std::sscanf(v.c_str(), "%d,%d", &o.dim_from, &o.dim_to) != 2) usage(2);
     } else if (k == "--inner") o.inner = parse_size(v);
     else if (k == "--peers") o.peers = std::stoi(v);
+    else if (k == "--batch") o.batch = std::stoi(v);
+    else if (k == "--wire") o.wire = v;
     else if (k == "-a" || k == "--agreement") o.agreement = std::stoi(v) != 0;
     else if (k == "-B" || k == "--backend") o.backend = v;
     else if (k == "-F" || k == "--format") o.format = v;
@@ -155,7 +162,8 @@ Options parse(int argc, char** argv) {
     else usage(2);
   }
   if (o.iters < 1 || o.warmup < 0 || (o.step == 0 && o.factor <= 1) || o.min_bytes == 0 || o.min_bytes > o.max_bytes ||
-      o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 || o.inner == 0 || o.peers < 0)
+      o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 || o.inner == 0 || o.peers < 0 ||
+      (o.batch != 1 && o.batch != 3) || (o.wire != "exact" && (o.wire != "bf16" || o.type != "float")))
     usage(2);
   std::stringstream list(o.op);
   static const std::vector<std::string> known{"switch", "alltoall",      "allgather", "mpi-alltoall", "mpi-alltoallw",
@@ -328,7 +336,12 @@ class Runner {
     if constexpr (is_nccl_v<Comm>) {
 #if defined(DSP_BENCH_WITH_NCCL)
       Kokkos::View<T*, typename Comm::memory_space> s("s", count), r("r", count);
-      Kokkos::deep_copy(s, T(1));
+      // Filled from a host mirror: Kokkos::deep_copy(s, T(1)) (a ViewFill kernel)
+      // wrote out of bounds on an H200 with the Kokkos 4.6.99 CUDA build of
+      // docs/gpu.md (compute-sanitizer: 4 GB before the allocation).
+      auto h = Kokkos::create_mirror_view(s);
+      for (std::size_t k = 0; k < count; ++k) h(k) = T(1);
+      upload(s, h);
       Kokkos::fence();
       time = copy ? timed([&] {
         DSP_CHECK_CUDA(
@@ -455,12 +468,38 @@ class Runner {
     X x(comm_, g);
     Y y(comm_, g);
     fill(x);
+    if constexpr (std::is_same_v<T, float>) {
+      if (o_.batch != 1 || o_.wire != "exact") return switch_batch_or_wire<I, J>(x, y, g);
+    }
     dsp::set_agreement_checks(o_.agreement);
     const double t = timed([&] { dsp::dynamic_switch<J>(x, y); });
     dsp::set_agreement_checks(true);
     long long wrong = -1;
     if (o_.check) wrong = sum_wrong(count_wrong(y));
     return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong, g);
+  }
+
+  // --batch 3 and --wire bf16 (float tensors): Q, K, V in one batch, the same
+  // input three times (inputs are read only), each into its own output.
+  template <std::size_t I, std::size_t J, class X, class Y>
+  Row switch_batch_or_wire(const X& x, Y& y, const std::array<std::size_t, 3>& g) {
+    const dsp::Wire wire = o_.wire == "bf16" ? dsp::Wire::bf16 : dsp::Wire::exact;
+    Y y2(comm_, g), y3(comm_, g);
+    dsp::set_agreement_checks(o_.agreement);
+    const double t = o_.batch == 3
+                         ? timed([&] { dsp::dynamic_switch<J>(dsp::batch(x, x, x), dsp::batch(y, y2, y3), wire); })
+                         : timed([&] { dsp::dynamic_switch<J>(x, y, wire); });
+    dsp::set_agreement_checks(true);
+    long long wrong = -1;
+    if (o_.check) {
+      wrong = count_wrong(y, wire);
+      if (o_.batch == 3) wrong += count_wrong(y2, wire) + count_wrong(y3, wire);
+      wrong = sum_wrong(wrong);
+    }
+    const std::size_t n = std::size_t(o_.batch);
+    Row r = finish(n * x.local_size() * sizeof(float), x.local_size(), t, wrong, g);
+    r.bytes /= n;  // the size column stays per tensor; algbw and busbw count all of them
+    return r;
   }
 
   template <class Z, class F>
@@ -481,13 +520,18 @@ class Runner {
     Kokkos::fence();
   }
   template <class Z>
-  long long count_wrong(const Z& z) const {
+  long long count_wrong(const Z& z, dsp::Wire wire = dsp::Wire::exact) const {
     using T = typename Z::value_type;
     sync_();
     const auto h = host_copy(z.local());
     const T* d = h.data();
     long long w = 0;
-    for_each(z, [&](std::size_t k, std::size_t gi) { w += d[k] != value_at<T>(gi); });
+    if (wire == dsp::Wire::exact) for_each(z, [&](std::size_t k, std::size_t gi) { w += d[k] != value_at<T>(gi); });
+    else  // bf16: |x' - x| <= 2^-8 |x| (every reference value is a normal float)
+      for_each(z, [&](std::size_t k, std::size_t gi) {
+        const double ref = double(value_at<T>(gi));
+        w += !(std::fabs(double(d[k]) - ref) <= std::ldexp(std::fabs(ref), -8));
+      });
     return w;
   }
 

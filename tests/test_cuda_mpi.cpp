@@ -2,10 +2,12 @@
 // Device tensors over MPI (CUDA builds only; the ranks may share one GPU):
 // StagedCommunicator<MpiCommunicator, Kokkos::CudaSpace> with every primitive,
 // every switch algorithm and pipelines, and the one-rank communicator in
-// CudaSpace. This is where the device copy kernel (one launch for all peers)
+// CudaSpace, and every modifier of the operation (tests/device_modifiers.hpp).
+// This is where the device copy kernel (one launch for all peers)
 // runs with several peers. Without a driver or a GPU, dsp_cuda_launcher
 // reports the test skipped; the build still compiles every path.
 #include "device_check.hpp"
+#include "device_modifiers.hpp"
 #include "helpers.hpp"
 
 #include <doctest/doctest.h>
@@ -88,4 +90,9 @@ TEST_CASE("the one-rank communicator in CudaSpace (each rank on its own)") {
   namespace st = dsp::steps;
   auto out = (st::split<0> | st::switch_to<2> | st::switch_to<1> | st::gather)(r);
   CHECK(count_wrong(out) == 0);
+}
+
+TEST_CASE("StagedCommunicator in CudaSpace: batches, bf16 wire, Partial, split-phase, on every 2-axis mesh") {
+  Staged c{dsp_test::world()};
+  dsp_device_test::every_modifier_everywhere(c);
 }

@@ -16,6 +16,7 @@
 #include <dsp/pipeline.hpp>
 
 #include "device_check.hpp"
+#include "device_modifiers.hpp"
 #endif
 
 #include <array>
@@ -208,6 +209,12 @@ TEST_CASE("every primitive and pipeline on CudaSpace tensors through NCCL") {
   dsp::set_agreement_checks(false);  // no host wait at all: results still ordered on the stream
   every_primitive<float>(c);
   dsp::set_agreement_checks(true);
+}
+
+TEST_CASE("every modifier on CudaSpace tensors through NCCL: batches, bf16 wire, Partial, split-phase, meshes") {
+  OneRankNccl nccl;
+  dsp::NcclCommunicator c(nccl.comm, nccl.stream);
+  dsp_device_test::every_modifier_everywhere(c);
 }
 #endif
 
