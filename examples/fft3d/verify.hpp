@@ -41,22 +41,11 @@ inline std::size_t linear(const Extents& n, std::size_t i, std::size_t j, std::s
   return (i * n[1] + j) * n[2] + k;
 }
 
-/// Calls f(pointer to the local element, global i, j, k) for every element of
-/// this rank's block of x (any layout).
-template <class X, class F>
-void for_each_global(const X& x, F&& f) {
-  const auto e = x.local_extents(), o = x.local_offsets();
-  Complex* p = x.local().data();
-  for (std::size_t i = 0; i < e[0]; ++i)
-    for (std::size_t j = 0; j < e[1]; ++j)
-      for (std::size_t k = 0; k < e[2]; ++k) f(p++, o[0] + i, o[1] + j, o[2] + k);
-}
-
-/// Writes sample() into this rank's block.
+/// Writes sample() into this rank's block, by global index (dsp::fill).
 template <class X>
 void fill(const X& x) {
   const auto n = x.global_extents();
-  for_each_global(x, [&](Complex* p, std::size_t i, std::size_t j, std::size_t k) { *p = sample(linear(n, i, j, k)); });
+  dsp::fill(x, [&](const auto& g) { return sample(linear(n, g[0], g[1], g[2])); });
 }
 
 inline double max_all(MPI_Comm comm, double v) {
@@ -71,9 +60,9 @@ template <class X>
 double round_trip_error(const X& x, MPI_Comm comm) {
   const auto n = x.global_extents();
   double err = 0, ref = 0;
-  for_each_global(x, [&](Complex* p, std::size_t i, std::size_t j, std::size_t k) {
-    const Complex s = sample(linear(n, i, j, k));
-    err = std::max(err, Kokkos::abs(*p - s));
+  dsp::for_each(x, [&](const auto& g, const Complex& v) {
+    const Complex s = sample(linear(n, g[0], g[1], g[2]));
+    err = std::max(err, Kokkos::abs(v - s));
     ref = std::max(ref, Kokkos::abs(s));
   });
   err = max_all(comm, err), ref = max_all(comm, ref);

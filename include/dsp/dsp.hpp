@@ -25,6 +25,7 @@
 #include <dsp/distribute.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
+#include <dsp/global_index.hpp>
 #include <dsp/groups.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mesh.hpp>
