@@ -72,17 +72,10 @@ MeshResult run(st::MeshContext& cx, const st::Config& c, const st::Weights& w, c
   r.world = cx.world_counts();
   r.extents = y.local_extents();
   r.offsets = y.local_offsets();
-  const auto& e = r.extents;
-  const auto& o = r.offsets;
-  const float* yp = y.local().data();
-  std::size_t k = 0;
-  for (std::size_t b = 0; b < e[0]; ++b)
-    for (std::size_t t = 0; t < e[1]; ++t)
-      for (std::size_t s = 0; s < e[2]; ++s)
-        for (std::size_t ch = 0; ch < e[3]; ++ch, ++k) {
-          const std::size_t g = (((o[0] + b) * c.T + o[1] + t) * c.S + o[2] + s) * c.C + o[3] + ch;
-          r.block_err = std::max(r.block_err, std::fabs(yp[k] - ref[g]));
-        }
+  dsp::for_each(y, [&](const auto& g, float v) {  // this rank's block against the reference, by global index
+    const std::size_t l = ((g[0] * c.T + g[1]) * c.S + g[2]) * c.C + g[3];
+    r.block_err = std::max(r.block_err, std::fabs(v - ref[l]));
+  });
   auto out = dsp::redistribute<dsp::Axes<dsp::Replicated, dsp::Replicated>>(y);  // gathers on axes 1 and 0
   for (std::size_t g = 0; g < ref.size(); ++g)
     r.whole_err = std::max(r.whole_err, std::fabs(out.local().data()[g] - ref[g]));
