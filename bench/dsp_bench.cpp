@@ -484,54 +484,45 @@ class Runner {
   template <std::size_t I, std::size_t J, class X, class Y>
   Row switch_batch_or_wire(const X& x, Y& y, const std::array<std::size_t, 3>& g) {
     const dsp::Wire wire = o_.wire == "bf16" ? dsp::Wire::bf16 : dsp::Wire::exact;
-    Y y2(comm_, g), y3(comm_, g);
+    const bool three = o_.batch == 3;
+    Y y2 = three ? Y(comm_, g) : y, y3 = three ? Y(comm_, g) : y;  // two more outputs only for a batch
     dsp::set_agreement_checks(o_.agreement);
-    const double t = o_.batch == 3
-                         ? timed([&] { dsp::dynamic_switch<J>(dsp::batch(x, x, x), dsp::batch(y, y2, y3), wire); })
-                         : timed([&] { dsp::dynamic_switch<J>(x, y, wire); });
+    const double t = three ? timed([&] { dsp::dynamic_switch<J>(dsp::batch(x, x, x), dsp::batch(y, y2, y3), wire); })
+                           : timed([&] { dsp::dynamic_switch<J>(x, y, wire); });
     dsp::set_agreement_checks(true);
     long long wrong = -1;
     if (o_.check) {
       wrong = count_wrong(y, wire);
-      if (o_.batch == 3) wrong += count_wrong(y2, wire) + count_wrong(y3, wire);
+      if (three) wrong += count_wrong(y2, wire) + count_wrong(y3, wire);
       wrong = sum_wrong(wrong);
     }
-    const std::size_t n = std::size_t(o_.batch);
-    Row r = finish(n * x.local_size() * sizeof(float), x.local_size(), t, wrong, g);
-    r.bytes /= n;  // the size column stays per tensor; algbw and busbw count all of them
+    Row r = finish(x.local_size() * sizeof(float), x.local_size(), t, wrong, g);
+    r.algbw *= o_.batch;  // the size column is per tensor; algbw and busbw count all of them
+    r.busbw *= o_.batch;
     return r;
   }
 
-  template <class Z, class F>
-  static void for_each(const Z& z, F&& f) {
-    const auto le = z.local_extents(), lo = z.local_offsets(), g = z.global_extents();
-    std::size_t k = 0;
-    for (std::size_t a = 0; a < le[0]; ++a)
-      for (std::size_t b = 0; b < le[1]; ++b)
-        for (std::size_t c = 0; c < le[2]; ++c, ++k) f(k, ((a + lo[0]) * g[1] + (b + lo[1])) * g[2] + (c + lo[2]));
+  // The reference value of element g (global multi-index) of a switch's tensor.
+  template <class Z>
+  static typename Z::value_type reference(const Z& z, const std::array<std::size_t, 3>& g) {
+    const auto& e = z.global_extents();
+    return value_at<typename Z::value_type>((g[0] * e[1] + g[1]) * e[2] + g[2]);
   }
   template <class Z>
   static void fill(const Z& z) {
-    using T = typename Z::value_type;
-    auto h = Kokkos::create_mirror_view(z.local());
-    T* d = h.data();
-    for_each(z, [&](std::size_t k, std::size_t gi) { d[k] = value_at<T>(gi); });
-    upload(z.local(), h);
+    dsp::fill(z, [&](const auto& g) { return reference(z, g); });
     Kokkos::fence();
   }
   template <class Z>
   long long count_wrong(const Z& z, dsp::Wire wire = dsp::Wire::exact) const {
-    using T = typename Z::value_type;
     sync_();
-    const auto h = host_copy(z.local());
-    const T* d = h.data();
-    long long w = 0;
-    if (wire == dsp::Wire::exact) for_each(z, [&](std::size_t k, std::size_t gi) { w += d[k] != value_at<T>(gi); });
-    else  // bf16: |x' - x| <= 2^-8 |x| (every reference value is a normal float)
-      for_each(z, [&](std::size_t k, std::size_t gi) {
-        const double ref = double(value_at<T>(gi));
-        w += !(std::fabs(double(d[k]) - ref) <= std::ldexp(std::fabs(ref), -8));
-      });
+    if (wire == dsp::Wire::exact)
+      return static_cast<long long>(dsp::count_mismatches(z, [&](const auto& g) { return reference(z, g); }));
+    long long w = 0;  // bf16: |x' - x| <= 2^-8 |x| (every reference value is a normal float)
+    dsp::for_each(z, [&](const auto& g, const auto& v) {
+      const double ref = double(reference(z, g));
+      w += !(std::fabs(double(v) - ref) <= std::ldexp(std::fabs(ref), -8));
+    });
     return w;
   }
 
