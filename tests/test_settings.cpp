@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Settings and their environment variables: unknown values raise on every
 // rank, naming the accepted ones, instead of being ignored. Also run (see
-// tests/CMakeLists.txt) with DSP_SWITCH_ALGORITHM=pairwize and with
-// DSP_AGREEMENT_CHECKS=false in the environment.
+// tests/CMakeLists.txt) with DSP_SWITCH_ALGORITHM=pairwize, DSP_AGREEMENT_CHECKS
+// =false and =nope, DSP_PLANNING=measur and =measure in the environment.
 #include "helpers.hpp"
 
 #include <doctest/doctest.h>
@@ -48,6 +48,13 @@ TEST_CASE("an unknown environment value raises on every rank and names the accep
     CHECK(e.find("DSP_AGREEMENT_CHECKS=nope is not a value dsp accepts; accepted: 1, on, true, yes, 0, off") !=
           std::string::npos);
     dsp::set_agreement_checks(true);
+  } else if (env("DSP_PLANNING") == "measur") {
+    CHECK(e.find("DSP_PLANNING=measur is not a value dsp accepts; accepted: heuristic, measure") != std::string::npos);
+    dsp::set_planning(dsp::Planning::heuristic);
+  } else if (env("DSP_PLANNING") == "measure") {
+    CHECK(e.empty());
+    CHECK(dsp::planning() == dsp::Planning::measure);
+    if (world().size() > 1) CHECK(dsp::export_wisdom().find("\nswitch world=") != std::string::npos);
   } else {
     CHECK(e.empty());
   }

@@ -2,7 +2,7 @@
 // dsp: Dynamic Sequence Parallelism as typed layout transitions.
 // Umbrella header: layouts, partitions, DistTensor, split / dynamic_switch /
 // gather, process meshes and redistribute, distribute and parallel groups,
-// typed pipelines and their cost model, settings, the one-rank, staged and
+// typed pipelines and their cost model, settings and wisdom, the one-rank, staged and
 // counting communicators.
 // MPI: <dsp/mpi.hpp>; NCCL: <dsp/nccl.hpp>.
 //
@@ -37,3 +37,4 @@
 #include <dsp/tensor.hpp>
 #include <dsp/version.hpp>
 #include <dsp/wire.hpp>
+#include <dsp/wisdom.hpp>

@@ -8,6 +8,7 @@
 //   set_call_site_checks(bool)    DSP_CALL_SITE_CHECKS=1|0  on
 //   set_switch_algorithm(a)       DSP_SWITCH_ALGORITHM=...  automatic
 //   set_collective_deadline(d)    DSP_DEADLINE_SECONDS=s    none (0)
+//   set_planning(p)               DSP_PLANNING=...          heuristic
 //
 // An environment variable with a value dsp does not accept makes the next
 // collective raise dsp::InvalidArgument on every rank, naming the accepted
@@ -36,7 +37,8 @@ enum class SwitchAlgorithm {
               ///< (copied input to output directly), unpack only where needed
   pairwise,   ///< point-to-point messages straight from the input's contiguous runs into the
               ///< output's, no pack or unpack, own chunk copied while they fly; resolves to
-              ///< alltoallv on backends without point-to-point exchange (dsp::PeerExchange)
+              ///< alltoallv on backends without point-to-point exchange (dsp::PeerExchange);
+              ///< gathers whose blocks do not land contiguously go point to point too
   datatypes,  ///< one all-to-all-w with a strided datatype per peer: the backend (MPI) packs and
               ///< unpacks while it transfers; resolves to alltoallv on backends without it
               ///< (dsp::TypedExchange) or for tensors whose byte offsets pass INT_MAX
@@ -53,6 +55,19 @@ constexpr const char* to_string(SwitchAlgorithm a) noexcept {
   }
   return "unknown";
 }
+
+/// How dsp chooses what it does not get told: the switch algorithm, whether
+/// a batch packs its tensors or moves each on its own, how a gather moves,
+/// for each step of an operation. Every rank must use the same setting (the
+/// agreement check compares it).
+enum class Planning {
+  heuristic,  ///< rules over the global shape, element size and rank count (the default)
+  measure,    ///< the first time a shape is seen, time the candidates on this machine (max over
+              ///< ranks), keep the fastest; see dsp/wisdom.hpp
+};
+
+/// The name of a planning mode, as DSP_PLANNING spells it.
+constexpr const char* to_string(Planning p) noexcept { return p == Planning::measure ? "measure" : "heuristic"; }
 
 namespace detail {
 
@@ -100,6 +115,15 @@ inline Setting<SwitchAlgorithm>& switch_setting() {
   }();
   return s;
 }
+inline Setting<Planning>& planning_setting() {
+  static Setting<Planning> s = [] {
+    const char* e = std::getenv("DSP_PLANNING");
+    if (!e || !*e || std::string_view(e) == "heuristic") return Setting<Planning>{Planning::heuristic, ""};
+    if (std::string_view(e) == "measure") return Setting<Planning>{Planning::measure, ""};
+    return Setting<Planning>{Planning::heuristic, env_error("DSP_PLANNING", e, "heuristic, measure")};
+  }();
+  return s;
+}
 /// DSP_DEADLINE_SECONDS as a setting (read by deadline_setting, once).
 inline Setting<std::chrono::milliseconds> read_deadline_env() {
   using ms = std::chrono::milliseconds;
@@ -121,15 +145,15 @@ inline Setting<std::chrono::milliseconds>& deadline_setting() {
 /// collective makes, without building text.
 inline bool settings_ok() {
   return agreement_setting().error.empty() && call_site_setting().error.empty() && switch_setting().error.empty() &&
-         deadline_setting().error.empty();
+         deadline_setting().error.empty() && planning_setting().error.empty();
 }
 
 /// Why a setting from the environment was refused ("" when all are fine).
 /// Collectives check it before they communicate, so it raises on every rank.
 inline std::string settings_error() {
   std::string why;
-  for (const std::string* e :
-       {&agreement_setting().error, &call_site_setting().error, &switch_setting().error, &deadline_setting().error})
+  for (const std::string* e : {&agreement_setting().error, &call_site_setting().error, &switch_setting().error,
+                               &deadline_setting().error, &planning_setting().error})
     if (!e->empty()) why += (why.empty() ? "" : "; ") + *e;
   return why;
 }
@@ -159,6 +183,16 @@ inline bool call_site_checks() { return detail::call_site_setting().value; }
 inline void set_switch_algorithm(SwitchAlgorithm a) { detail::switch_setting() = {a, ""}; }
 /// The algorithm setting dynamic_switch uses.
 inline SwitchAlgorithm switch_algorithm() { return detail::switch_setting().value; }
+
+/// Chooses how the following collectives plan (Planning::heuristic by
+/// default). Under Planning::measure, an operation whose plan is not known
+/// yet times its candidates once, on every rank together, and every later
+/// call with the same shape runs the fastest at no extra cost. A forced
+/// switch algorithm (set_switch_algorithm) is still obeyed. Every rank must
+/// use the same setting.
+inline void set_planning(Planning p) { detail::planning_setting() = {p, ""}; }
+/// The planning mode collectives use.
+inline Planning planning() { return detail::planning_setting().value; }
 
 /// How long a rank waits in a collective's agreement check for the other
 /// ranks to arrive before it raises dsp::TimeoutError naming the operation and

@@ -13,10 +13,12 @@
 #include <dsp/comm/resources.hpp>
 #include <dsp/error.hpp>
 #include <dsp/plan/runs.hpp>
+#include <dsp/type_name.hpp>
 
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -71,6 +73,8 @@ class Port {
   const void* id() const noexcept { return id_; }
   const CommResources& resources() const noexcept { return *resources_; }
   const PortCaps& caps() const noexcept { return caps_; }
+  /// The communicator's type, as wisdom names its backend.
+  std::string_view backend() const noexcept { return backend_; }
 
   virtual void all_to_all(const void* s, void* r, std::size_t count, std::size_t elem_bytes) = 0;
   virtual void all_to_all_v(const void* s, std::span<const std::size_t> sc, std::span<const std::size_t> sd, void* r,
@@ -108,6 +112,7 @@ class Port {
   const void* id_ = nullptr;
   const CommResources* resources_ = nullptr;
   PortCaps caps_;
+  std::string_view backend_;
 };
 
 /// A Port whose data lives in memory space M: it also names the execution
@@ -138,6 +143,7 @@ class PortOf final : public PortOn<M> {
     this->size_ = c_.size();
     this->id_ = c_.id();
     this->resources_ = &c_.resources();
+    this->backend_ = type_name<Comm>();
     this->caps_ = PortCaps{PeerExchange<Comm>,  TypedExchange<Comm>, AsyncPeerExchange<Comm>,
                            StreamOrdered<Comm>, Reductions<Comm>,    DeadlineControl<Comm>};
   }

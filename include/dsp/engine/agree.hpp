@@ -22,6 +22,7 @@
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/plan/switch.hpp>
 #include <dsp/settings.hpp>
+#include <dsp/type_name.hpp>
 #include <dsp/wire.hpp>
 
 #include <array>
@@ -49,21 +50,6 @@ inline void maybe_inject_fault() {
     --injected_faults();
     throw std::bad_alloc();
   }
-}
-
-template <class T>
-constexpr std::string_view type_name() {
-  std::string_view p = __PRETTY_FUNCTION__;  // "... [with T = float; ...]" (gcc) / "[T = float]" (clang)
-  const auto b = p.find("T = ");
-  if (b == std::string_view::npos) return p;
-  p.remove_prefix(b + 4);
-  const auto e = p.find_first_of(";]");
-  return p.substr(0, e);
-}
-
-constexpr std::uint64_t fnv1a(std::string_view s, std::uint64_t h = 1469598103934665603ull) {
-  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
 }
 
 enum class Op : std::uint32_t {
@@ -151,6 +137,8 @@ struct Signature {
   std::uint32_t wire = 0;  // dsp::Wire of a switch (0: exact)
   std::uint32_t site_line = 0;
   std::uint64_t site_hash = 0;  // 0: call-site checks off
+  std::uint32_t planning = static_cast<std::uint32_t>(dsp::planning());
+  std::uint32_t plan = 0;  // the measured decisions a rank holds (not compared; see agree())
   char type[48] = {};
   char site[64] = {};  // the end of the call site's file name, for messages
 };
@@ -321,7 +309,8 @@ inline bool same_call(const Signature& a, const Signature& b) {
          same_n(a.mesh_shape, b.mesh_shape, axes) && a.tensor_rank == b.tensor_rank &&
          (a.type_hash ^ a.elem_bytes) == (b.type_hash ^ b.elem_bytes) && same_n(a.extents, b.extents, rank) &&
          same_n(a.src_layout, b.src_layout, placements) && same_n(a.dst_layout, b.dst_layout, placements) &&
-         a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.path == b.path && a.site_hash == b.site_hash;
+         a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.path == b.path && a.site_hash == b.site_hash &&
+         a.planning == b.planning;
 }
 
 /// What every rank sends in the agreement all-gather: small, because the
@@ -330,7 +319,8 @@ inline bool same_call(const Signature& a, const Signature& b) {
 /// 184 and 256, 0.69 us at 352; the whole Signature is 352 bytes).
 struct Digest {
   std::uint64_t magic = 0;
-  std::uint64_t comm_size = 0;
+  std::uint32_t comm_size = 0;
+  std::uint32_t plan = 0;  // Signature::plan
   std::uint32_t op = 0;
   std::uint32_t status = 0;
   std::uint64_t hash[2] = {};  // of every field same_call compares
@@ -344,7 +334,7 @@ static_assert(sizeof(Digest) == 40);
 /// differ in several fields collide in both with probability about 2^-64 or
 /// less. The words' mixes are independent, so they run in parallel.
 inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
-  constexpr std::size_t kWords = 12 + kMaxAxes * 3 + kMaxRank;
+  constexpr std::size_t kWords = 13 + kMaxAxes * 3 + kMaxRank;
   struct Keys {
     std::uint64_t x[kWords], m[kWords];
   };
@@ -392,6 +382,7 @@ inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
   add(s.wire);
   add(s.path);
   add(s.site_hash);
+  add(s.planning);
   h[0] = a;
   h[1] = b;
 }
@@ -399,7 +390,8 @@ inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
 inline Digest digest_of(const Signature& s) {
   Digest d;
   d.magic = s.magic;
-  d.comm_size = s.comm_size;
+  d.comm_size = static_cast<std::uint32_t>(s.comm_size);
+  d.plan = s.plan;
   d.op = s.op;
   d.status = s.status;
   hash_call(s, d.hash);
@@ -453,6 +445,9 @@ inline Digest digest_of(const Signature& s) {
            " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
   if (differs([](const Signature& s) { return s.wire; }))
     return "wire types disagree: " + list([](const Signature& s) { return std::string(wire_name(Wire(s.wire))); });
+  if (differs([](const Signature& s) { return s.planning; }))
+    return "planning modes disagree (dsp::set_planning or DSP_PLANNING): " +
+           list([](const Signature& s) { return std::string(to_string(Planning(s.planning))); });
   if (differs([](const Signature& s) { return s.path; }))
     return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
            "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
@@ -482,10 +477,12 @@ inline Deadline deadline_after(std::chrono::milliseconds d) {
 /// (ResourceError for a failed allocation, InvalidArgument otherwise), the
 /// others a MismatchError naming the failing rank. With checks off, a local
 /// failure throws on this rank only. With a collective deadline, ranks that
-/// wait past it raise TimeoutError.
-DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_error);
+/// wait past it raise TimeoutError. Returns whether every rank's
+/// Signature::plan equals this rank's (true with checks off: nothing to
+/// compare); all ranks return the same.
+DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_error);
 #if DSP_FUNC_BODIES
-DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_error) {
+DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_error) {
   if (mine.status == 0 && !settings_ok()) {
     // A bad setting from the environment fails here, before communicating,
     // as any local failure does, so every rank raises.
@@ -495,11 +492,11 @@ DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_
   }
   if (!agreement_checks()) {
     if (mine.status != 0) throw_local(mine.status, local_error);
-    return;
+    return true;
   }
   const int n = comm.size();
   Digest d = digest_of(mine);
-  d.comm_size = static_cast<std::uint64_t>(n);
+  d.comm_size = static_cast<std::uint32_t>(n);
   thread_local std::vector<Digest> all;
   all.assign(static_cast<std::size_t>(n), Digest{});
   const char* op = op_name(mine.op);
@@ -533,15 +530,16 @@ DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_
                           (in_flight ? "; the input is unchanged, the output is incomplete"
                                      : "; nothing was communicated and the input is unchanged"));
     }
-  bool same = true;
+  bool same = true, plans = true;
   for (const Digest& o : all) {
+    plans = plans && o.plan == d.plan;
     if (o.magic != d.magic || o.comm_size != d.comm_size)
       throw MismatchError(std::string(op) +
                           ": the ranks are not running the same dsp operation on one communicator; nothing was "
                           "communicated and the input is unchanged");
     same = same && o.op == d.op && o.hash[0] == d.hash[0] && o.hash[1] == d.hash[1];
   }
-  if (same) return;
+  if (same) return plans;
   // Some rank's call differs. Every rank saw the same table, so every rank
   // takes this second exchange: the whole signatures, to say how they differ.
   Signature full = mine;
@@ -558,9 +556,9 @@ DSP_FUNC void agree(Port& comm, const Signature& mine, const std::string& local_
 
 /// agree() on a communicator of any type (through its Port).
 template <class Comm>
-requires(!std::is_base_of_v<Port, Comm>) void agree(Comm& comm, const Signature& mine, const std::string& local_error) {
+requires(!std::is_base_of_v<Port, Comm>) bool agree(Comm& comm, const Signature& mine, const std::string& local_error) {
   PortOf<Comm> port(comm);
-  agree(static_cast<Port&>(port), mine, local_error);
+  return agree(static_cast<Port&>(port), mine, local_error);
 }
 
 }  // namespace dsp::detail

@@ -33,14 +33,18 @@
 #include <dsp/partition.hpp>
 #include <dsp/plan/packed.hpp>
 #include <dsp/plan/redistribute.hpp>
+#include <dsp/wisdom.hpp>
 
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -121,6 +125,8 @@ struct PreparedStep {
   ReduceScatterPlan reduce;
   std::array<std::size_t, kMaxRank> out{};  // this rank's block after the step
   std::size_t out_elems = 0;
+  bool decidable = false;  // Planning::measure decides this step (key: its decision's key)
+  DecisionKey key{};
 };
 
 /// An operation after its prepare phase.
@@ -149,6 +155,9 @@ struct PreparedOp {
   std::size_t scratch_bytes[2] = {0, 0};
   bool posted_last = false;  // split-phase: the last step goes point to point, completed later
   Path path = Path::none;    // what a one-step plan on a plain communicator resolved
+  // Planning::measure: 0 when nothing is decided by measurement; 1 when a
+  // step has no decision yet; else a hash (>= 2) of this rank's decisions.
+  std::uint32_t plan = 0;
 
  private:
   alignas(PreparedStep) unsigned char slot_[kMaxSteps][sizeof(PreparedStep)];
@@ -194,6 +203,18 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
   std::array<long, kMaxAxes> state{};
   for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
+  // Planning::measure decides what the switch algorithm setting leaves open,
+  // for blocking operations (a split-phase one posts its last step point to
+  // point by construction, and keeps the heuristic for the steps before).
+  const bool decide = !split_phase && setting == SwitchAlgorithm::automatic && planning() == Planning::measure;
+  std::uint64_t decisions = fnv1a("plan");
+  bool undecided = false;
+  if (decide && err.empty()) {
+    if (const std::string& why = wisdom_env_error(g.world->size(), g.world->backend()); !why.empty()) {
+      sig.status = static_cast<std::uint32_t>(Status::bad_setting);
+      err = std::string(op_name(sig.op)) + ": " + why;
+    }
+  }
   for (std::size_t t = 0; t < op.size && err.empty(); ++t) {
     PreparedStep& p = op.build(t);
     p.step = a.steps[t];
@@ -210,6 +231,24 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
     const std::span<const std::size_t> ge(p.group.data(), op.rank);
     const bool last = t + 1 == op.size;
     const bool post = split_phase && last && port.caps().async && port.size() > 1 && product(ge) > 0;
+    SwitchAlgorithm step_setting = setting;
+    if (decide && port.size() > 1 &&
+        ((p.step.kind == StepKind::switch_dims && p.step.from != p.step.to) || p.step.kind == StepKind::gather)) {
+      std::array<std::size_t, kMaxBatch> elems{};
+      for (std::size_t k = 0; k < n_items; ++k) elems[k] = a.items[k].elem_bytes;
+      const bool sw = p.step.kind == StepKind::switch_dims;
+      const DecisionKind kind = sw ? (exact_one ? DecisionKind::switch_one : DecisionKind::switch_batch)
+                                   : (exact_one ? DecisionKind::gather_one : DecisionKind::gather_batch);
+      const Capabilities caps = capabilities_of(port);
+      p.decidable = true;
+      p.key = decision_key(kind, g.world->size(), port.size(), port.backend(), ge, std::size_t(p.step.from),
+                           std::size_t(sw ? p.step.to : p.step.from), a.wire,
+                           std::span<const std::size_t>(elems.data(), n_items),
+                           std::size_t(caps.peer) | std::size_t(caps.typed) << 1);
+      if (const auto d = find_decision(p.key)) step_setting = *d;
+      else undecided = true;
+      decisions = fnv1a(std::string_view(to_string(step_setting)), decisions ^ t);
+    }
     prepare(port.rank(), sig, err, [&] {
       switch (p.step.kind) {
         case StepKind::switch_dims: {
@@ -220,13 +259,13 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
             p.single = post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,
                                                  capabilities_of(port), SwitchAlgorithm::pairwise)
                             : plan_and_reserve_switch<M>(
-                                  port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, setting);
+                                  port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, step_setting);
           } else {
             const PackedArgs pa{a.items, ge, i, j, a.wire};
             // Posted chunks always pack (setting alltoallv: never one plan per tensor).
             p.packed = post ? cached_packed_plan(pa, port.rank(), port.size(), capabilities_of(port),
                                                  SwitchAlgorithm::alltoallv)
-                            : plan_and_reserve_packed<M>(port, pa, setting);
+                            : plan_and_reserve_packed<M>(port, pa, step_setting);
           }
           op.posted_last = post;
           break;
@@ -237,12 +276,12 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
           if (single) {
             p.gather = post ? GatherPlan(plan_peer_gather(ge, d, port.rank(), port.size()))
                             : plan_and_reserve_gather<M>(
-                                  port, GatherArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, d}, setting);
+                                  port, GatherArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, d}, step_setting);
           } else {
             const PackedGatherArgs pa{a.items, ge, d, a.wire, post};
             p.packed_gather =
                 post ? cached_packed_gather_plan(pa, port.rank(), port.size(), capabilities_of(port), setting)
-                     : plan_and_reserve_packed_gather<M>(port, pa, setting);
+                     : plan_and_reserve_packed_gather<M>(port, pa, step_setting);
           }
           op.posted_last = post;
           break;
@@ -257,6 +296,11 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
     });
   }
   if (!err.empty()) return;
+  if (decide) {
+    bool any = false;
+    for (std::size_t t = 0; t < op.size; ++t) any = any || op.step(t).decidable;
+    if (any) op.plan = undecided ? 1u : std::uint32_t(decisions % 0xfffffff0u) + 2u;
+  }
   // One-step plans on a plain communicator report the path they resolved
   // (the primitives' agreement compares it); a mesh compares the setting.
   if (g.axes == 1 && g.world == g.axis[0]) {
@@ -299,14 +343,14 @@ void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scra
   }
 }
 
-/// Runs step t (blocking) on the items' in/out pointers.
+/// Runs a prepared step (blocking) on the items' in/out pointers; `rank`:
+/// the tensors' rank.
 template <class M>
-void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, std::size_t t,
-                  std::span<const PackedItem> items) {
-  const PreparedStep& p = op.step(t);
+void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t rank, const OpArgs& a,
+                      std::span<const PackedItem> items) {
   const std::size_t ax = std::size_t(p.step.axis);
   PortOn<M>& port = *g.axis[ax];
-  const std::span<const std::size_t> ge(p.group.data(), op.rank);
+  const std::span<const std::size_t> ge(p.group.data(), rank);
   switch (p.step.kind) {
     case StepKind::switch_dims: {
       const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
@@ -339,6 +383,118 @@ void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, st
                            g.coords[ax] == 0 || reduce_op_of_code(p.step.to) != ReduceOp::sum);
       break;
   }
+}
+
+/// Runs step t of a prepared operation (blocking).
+template <class M>
+void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, std::size_t t,
+                  std::span<const PackedItem> items) {
+  execute_prepared(g, op.step(t), op.rank, a, items);
+}
+
+/// The largest of every rank's `v` (on the world's control channel).
+inline double max_over_ranks(Port& world, double v) {
+  thread_local std::vector<double> all;
+  all.assign(std::size_t(world.size()), 0.0);
+  world.control_all_gather(&v, all.data(), sizeof v);
+  return *std::max_element(all.begin(), all.end());
+}
+
+/// Which plan a candidate resolved to (candidates with the same value are
+/// the same plan and are timed once).
+inline std::uint32_t plan_identity_of(const PreparedStep& p, const OpArgs& a, std::size_t rank) {
+  if (p.single) return 16 + std::uint32_t(p.single->index());
+  if (p.packed)
+    return 32 + std::uint32_t(packed_path(PackedArgs{a.items, std::span(p.group.data(), rank), std::size_t(p.step.from),
+                                                     std::size_t(p.step.to), a.wire},
+                                          *p.packed));
+  if (p.packed_gather)
+    return p.packed_gather->separate() ? 64 + std::uint32_t(p.packed_gather->own.front().index()) : 80;
+  return 96 + std::uint32_t(p.gather.index());
+}
+
+/// Planning::measure, step t of a blocking operation that every rank agreed
+/// to measure: each candidate setting is planned (a rank that cannot says
+/// so, and the candidate is dropped everywhere), run once to warm up and 1
+/// to 5 times more into the step's real output, timed as the slowest rank's
+/// mean; the fastest is kept, recorded as this rank's decision for the
+/// step's key, and left in `op` for the call (and its output is the last
+/// run's: every candidate writes the same values). Every rank takes the same
+/// branches: every quantity they branch on went through the world's control
+/// channel.
+template <class M>
+void measure_step(const OpGroup<M>& g, PreparedOp& op, const OpArgs& a, std::size_t t,
+                  std::span<const PackedItem> items) {
+  using clock = std::chrono::steady_clock;
+  static constexpr SwitchAlgorithm kSwitch[] = {SwitchAlgorithm::automatic, SwitchAlgorithm::alltoall,
+                                                SwitchAlgorithm::alltoallv, SwitchAlgorithm::pairwise,
+                                                SwitchAlgorithm::datatypes};
+  static constexpr SwitchAlgorithm kGather[] = {SwitchAlgorithm::automatic, SwitchAlgorithm::alltoallv,
+                                                SwitchAlgorithm::pairwise};
+  PreparedStep& p = op.step(t);
+  PortOn<M>& port = *g.axis[std::size_t(p.step.axis)];
+  Port& world = *g.world;
+  const bool gather = p.step.kind == StepKind::gather;
+  const std::span<const SwitchAlgorithm> cands =
+      gather ? std::span<const SwitchAlgorithm>(kGather) : std::span<const SwitchAlgorithm>(kSwitch);
+  const bool exact_one = a.items.size() == 1 && a.wire == Wire::exact;
+  const std::span<const std::size_t> ge(p.group.data(), op.rank);
+  std::array<std::uint32_t, 8> taken{};
+  std::size_t n_taken = 0, best = cands.size();
+  double best_time = std::numeric_limits<double>::infinity();
+  std::string measured;
+  std::optional<PreparedStep> chosen;
+  for (std::size_t c = 0; c < cands.size(); ++c) {
+    PreparedStep q = p;
+    std::uint32_t fail = 0, dup = 0;
+    try {
+      const SwitchAlgorithm s = cands[c];
+      if (gather) {
+        const std::size_t d = std::size_t(p.step.from);
+        if (exact_one)
+          q.gather = plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, d}, s);
+        else
+          q.packed_gather = plan_and_reserve_packed_gather<M>(port, PackedGatherArgs{a.items, ge, d, a.wire, false}, s);
+      } else {
+        const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
+        if (exact_one)
+          q.single = plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, s);
+        else q.packed = plan_and_reserve_packed<M>(port, PackedArgs{a.items, ge, i, j, a.wire}, s);
+      }
+      const std::uint32_t id = plan_identity_of(q, a, op.rank);
+      dup = std::find(taken.begin(), taken.begin() + n_taken, id) != taken.begin() + n_taken;
+      if (!dup) taken[n_taken] = id;
+    } catch (const std::exception&) {
+      fail = 1;
+    }
+    // Dropped when some rank cannot plan it, or it repeats an earlier plan on every rank.
+    const double verdict = max_over_ranks(world, fail ? 2.0 : dup ? 0.0 : 1.0);
+    const bool run = verdict == 1.0;
+    if (run && !dup) ++n_taken;
+    measured += std::string(c ? "," : "") + to_string(cands[c]) + ":";
+    if (!run) {
+      measured += "-";
+      continue;
+    }
+    auto once = [&] {
+      const auto t0 = clock::now();
+      execute_prepared(g, q, op.rank, a, items);
+      return std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    const double warm = max_over_ranks(world, once());
+    const int reps = warm < 1e-3 ? 5 : warm < 2e-2 ? 3 : 1;
+    double sum = 0;
+    for (int r = 0; r < reps; ++r) sum += once();
+    const double mean = max_over_ranks(world, sum / reps);
+    char us[32];
+    std::snprintf(us, sizeof us, "%.1f", mean * 1e6);
+    measured += us;
+    if (mean < best_time) best_time = mean, best = c, chosen = std::move(q);
+  }
+  if (best == cands.size()) return execute_prepared(g, p, op.rank, a, items);  // nothing could run: keep the heuristic
+  p = std::move(*chosen);
+  record_decision(p.key, Decision{cands[best], backend_text(port.backend()), measured});
+  execute_prepared(g, p, op.rank, a, items);
 }
 
 /// The identity plan (no step): each tensor's block copied.
@@ -403,13 +559,21 @@ void run_operation(const OpGroup<M>& g, const OpArgs& a, Signature& sig, std::st
       err = failure_text(sig.op, g.world->rank(), e);
     }
   }
-  agree(*g.world, sig, err);
+  // Under Planning::measure, the path depends on decisions that may differ
+  // between ranks until they measure together: the plan word says.
+  sig.plan = op.plan;
+  if (op.plan != 0) sig.path = 0;
+  const bool plans_agree = agree(*g.world, sig, err);
   if (op.size == 0) return execute_identity(g, a);
+  // Every rank measures when one lacks a decision or their decisions differ.
+  const bool measure = op.plan != 0 && (op.plan == 1 || !plans_agree);
   const Scratch<M>* scratch = op.size > 1 ? g.world->resources().template find<Scratch<M>>() : nullptr;
   std::array<PackedItem, kMaxBatch> items{};
   for (std::size_t t = 0; t < op.size; ++t) {
     step_items(op, a, t, scratch, items);
-    execute_step(g, op, a, t, std::span<const PackedItem>(items.data(), a.items.size()));
+    const std::span<const PackedItem> its(items.data(), a.items.size());
+    if (measure && op.step(t).decidable) measure_step(g, op, a, t, its);
+    else execute_step(g, op, a, t, its);
   }
 }
 

@@ -68,14 +68,16 @@ inline PeerPlan plan_peer_gather(std::span<const std::size_t> global, std::size_
 /// Whether a gather goes point to point: from global values only (equal on
 /// every rank). Only when the blocks do not land contiguously (else the
 /// all-gather writes straight into the output) and the shortest run any rank
-/// receives is 64 KiB or more; never when the switch algorithm is forced to
-/// alltoall or alltoallv (which then means "collectives only").
+/// receives is 64 KiB or more (any length when the switch algorithm is
+/// forced to pairwise); never when it is forced to alltoall or alltoallv
+/// (which then means "collectives only").
 inline bool gather_goes_peer(std::span<const std::size_t> global, std::size_t d, int size, std::size_t elem_bytes,
                              Capabilities caps, SwitchAlgorithm setting) {
   const std::size_t n = static_cast<std::size_t>(size);
   const Slab g = slab(global, d);
   const std::size_t shortest = Partition{global[d], n}.count(n - 1) * g.inner * elem_bytes;
-  return caps.peer && g.outer > 1 && n > 1 && shortest >= (std::size_t(64) << 10) &&
+  return caps.peer && g.outer > 1 && n > 1 &&
+         (shortest >= (std::size_t(64) << 10) || setting == SwitchAlgorithm::pairwise) &&
          setting != SwitchAlgorithm::alltoall && setting != SwitchAlgorithm::alltoallv;
 }
 

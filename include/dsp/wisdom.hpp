@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: wisdom, what Planning::measure measured, kept for the process and
+// carried between runs as text.
+//
+//   dsp::set_planning(dsp::Planning::measure);  // or DSP_PLANNING=measure
+//   ... run the program's operations once: each new shape is measured ...
+//   std::string w = dsp::export_wisdom();       // on one rank, save it
+//   dsp::import_wisdom(w, comm);                // in a later run, before the operations
+//   DSP_WISDOM=path                             // or: loaded by the first measured operation
+//
+// One decision per step of an operation: a switch of one tensor or of a
+// batch, or a gather of one tensor or a batch, keyed by everything the
+// candidates depend on (see docs/api.md, "Measured plans"):
+//
+//   switch world=2 axis=2 backend=dsp::MpiCommunicator extents=8x64x64x16 dims=1,2 elems=4
+//          wire=exact caps=3 choice=datatypes measured=automatic:41.2,alltoall:-,...
+//
+// (one line in the text). `choice` is the switch algorithm setting the step
+// runs under (automatic: the heuristic's own choice was fastest); `measured`
+// the candidates' times in microseconds, max over ranks, "-" where a
+// candidate was the same plan as an earlier one or could not run. Import
+// checks every line and changes nothing when one is wrong.
+#pragma once
+
+#include <dsp/error.hpp>
+#include <dsp/extents.hpp>
+#include <dsp/plan/runs.hpp>
+#include <dsp/settings.hpp>
+#include <dsp/type_name.hpp>
+#include <dsp/wire.hpp>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace dsp::detail {
+
+/// What kind of step a decision is for.
+enum class DecisionKind : std::size_t { none = 0, switch_one, switch_batch, gather_one, gather_batch };
+
+/// A decision's key: kind, the operation's world size, the step's axis size,
+/// the backend's name hash, tensor rank, the block's extents, dims, wire,
+/// batch size, element sizes, capabilities. No rank: every rank of a group
+/// shares it, and a wisdom text from one rank serves them all.
+inline constexpr std::size_t kDecisionWords = 18 + kMaxRank + kMaxBatch;
+using DecisionKey = std::array<std::size_t, kDecisionWords>;
+namespace dk {
+inline constexpr std::size_t kind = 0, world = 1, axis = 2, backend = 3, rank = 4, extents = 5, i = 5 + kMaxRank,
+                             j = i + 1, wire = j + 1, items = wire + 1, elems = items + 1, caps = elems + kMaxBatch;
+}
+static_assert(dk::caps + 1 <= kDecisionWords);
+
+/// A backend's name as wisdom writes it (no spaces).
+inline std::string backend_text(std::string_view name) {
+  std::string s;
+  for (char c : name)
+    if (c != ' ') s += c;
+  return s;
+}
+
+inline DecisionKey decision_key(DecisionKind kind, int world, int axis, std::string_view backend,
+                                std::span<const std::size_t> extents, std::size_t i, std::size_t j, Wire wire,
+                                std::span<const std::size_t> elem_bytes, std::size_t caps) {
+  DecisionKey k{};
+  k[dk::kind] = std::size_t(kind);
+  k[dk::world] = std::size_t(world);
+  k[dk::axis] = std::size_t(axis);
+  k[dk::backend] = std::size_t(fnv1a(backend_text(backend)));
+  k[dk::rank] = extents.size();
+  for (std::size_t d = 0; d < extents.size() && d < kMaxRank; ++d) k[dk::extents + d] = extents[d];
+  k[dk::i] = i;
+  k[dk::j] = j;
+  k[dk::wire] = std::size_t(wire);
+  k[dk::items] = elem_bytes.size();
+  for (std::size_t t = 0; t < elem_bytes.size() && t < kMaxBatch; ++t) k[dk::elems + t] = elem_bytes[t];
+  k[dk::caps] = caps;
+  return k;
+}
+
+struct Decision {
+  SwitchAlgorithm choice = SwitchAlgorithm::automatic;
+  std::string backend;   // for export
+  std::string measured;  // the candidates' times, for export
+};
+
+/// The process's decisions. `generation` changes with every change, so a
+/// thread's last lookup stays valid until then without a lock.
+struct WisdomTable {
+  std::mutex mutex;
+  std::map<DecisionKey, Decision> entries;
+  std::atomic<std::uint64_t> generation{1};
+};
+inline WisdomTable& wisdom_table() {
+  static WisdomTable t;
+  return t;
+}
+
+/// The decision for `key`, if one was measured or imported.
+inline std::optional<SwitchAlgorithm> find_decision(const DecisionKey& key) {
+  WisdomTable& w = wisdom_table();
+  thread_local std::uint64_t last_gen = 0;
+  thread_local DecisionKey last_key{};
+  thread_local std::optional<SwitchAlgorithm> last;
+  const std::uint64_t gen = w.generation.load(std::memory_order_acquire);
+  if (gen == last_gen && key == last_key) return last;
+  std::lock_guard<std::mutex> lock(w.mutex);
+  auto it = w.entries.find(key);
+  last_gen = gen;
+  last_key = key;
+  last = it == w.entries.end() ? std::nullopt : std::optional<SwitchAlgorithm>(it->second.choice);
+  return last;
+}
+
+inline void record_decision(const DecisionKey& key, Decision d) {
+  WisdomTable& w = wisdom_table();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  w.entries[key] = std::move(d);
+  w.generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+/// Adds parsed decisions to the table (later ones replace earlier ones).
+inline void merge_wisdom(std::map<DecisionKey, Decision>& parsed) {
+  WisdomTable& w = wisdom_table();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  for (auto& [k, d] : parsed) w.entries[k] = std::move(d);
+  w.generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+/// Whether DSP_WISDOM was read, and why loading it failed.
+struct WisdomEnv {
+  std::mutex mutex;
+  std::atomic<bool> done{false};
+  std::string error;
+};
+inline WisdomEnv& wisdom_env() {
+  static WisdomEnv e;
+  return e;
+}
+/// Tests: read DSP_WISDOM again at the next measured operation.
+inline void reread_wisdom_env() { wisdom_env().done.store(false, std::memory_order_release); }
+
+DSP_FUNC std::string wisdom_text();
+DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, Decision>& out, int world,
+                                  std::string_view backend);
+DSP_FUNC const std::string& wisdom_env_error(int world, std::string_view backend);
+
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string wisdom_text() {
+  static constexpr const char* kinds[] = {"none", "switch", "batch-switch", "gather", "batch-gather"};
+  WisdomTable& w = wisdom_table();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  std::string s = "dsp-wisdom 1\n";
+  for (const auto& [k, d] : w.entries) {
+    s += kinds[k[dk::kind] < 5 ? k[dk::kind] : 0];
+    s += " world=" + std::to_string(k[dk::world]) + " axis=" + std::to_string(k[dk::axis]) + " backend=" + d.backend;
+    s += " extents=";
+    for (std::size_t e = 0; e < k[dk::rank]; ++e) {
+      if (e) s += 'x';
+      s += std::to_string(k[dk::extents + e]);
+    }
+    s += " dims=" + std::to_string(k[dk::i]) + "," + std::to_string(k[dk::j]) + " elems=";
+    for (std::size_t t = 0; t < k[dk::items]; ++t) {
+      if (t) s += ',';
+      s += std::to_string(k[dk::elems + t]);
+    }
+    s += std::string(" wire=") + wire_name(Wire(k[dk::wire])) + " caps=" + std::to_string(k[dk::caps]);
+    s += std::string(" choice=") + to_string(d.choice);
+    if (!d.measured.empty()) s += " measured=" + d.measured;
+    s += "\n";
+  }
+  return s;
+}
+
+/// Parses wisdom text into `out`; returns why it does not parse ("" when it
+/// does). world > 0: every line must be for that world size and `backend`.
+DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, Decision>& out, int world,
+                                  std::string_view backend) {
+  std::size_t line_no = 0;
+  bool header = false;
+  auto number = [](std::string_view v, std::size_t& n) {
+    if (v.empty() || v.size() > 18) return false;
+    n = 0;
+    for (char c : v) {
+      if (c < '0' || c > '9') return false;
+      n = n * 10 + std::size_t(c - '0');
+    }
+    return true;
+  };
+  auto list = [&](std::string_view v, char sep, std::size_t most, std::size_t* vals, std::size_t& count) {
+    count = 0;
+    while (true) {
+      const std::size_t at = v.find(sep);
+      if (count == most || !number(v.substr(0, at), vals[count])) return false;
+      ++count;
+      if (at == std::string_view::npos) return true;
+      v.remove_prefix(at + 1);
+    }
+  };
+  const std::string want_backend = backend_text(backend);
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    ++line_no;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (line.empty() || line.front() == '#') continue;
+    const std::string where = "wisdom line " + std::to_string(line_no) + ": ";
+    if (!header) {
+      if (line != "dsp-wisdom 1") return where + "expected the header \"dsp-wisdom 1\", found \"" + std::string(line) + "\"";
+      header = true;
+      continue;
+    }
+    std::array<std::string_view, 16> tok{};
+    std::size_t nt = 0;
+    while (!line.empty()) {
+      const std::size_t sp = line.find_first_of(" \t");
+      if (nt == tok.size()) return where + "too many fields";
+      tok[nt++] = line.substr(0, sp);
+      line.remove_prefix(sp == std::string_view::npos ? line.size() : sp);
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    }
+    DecisionKind kind = DecisionKind::none;
+    if (tok[0] == "switch") kind = DecisionKind::switch_one;
+    else if (tok[0] == "batch-switch") kind = DecisionKind::switch_batch;
+    else if (tok[0] == "gather") kind = DecisionKind::gather_one;
+    else if (tok[0] == "batch-gather") kind = DecisionKind::gather_batch;
+    else return where + "unknown kind \"" + std::string(tok[0]) + "\" (switch, batch-switch, gather, batch-gather)";
+    std::size_t w = 0, axis = 0, caps = 0, nd = 0, ne = 0, ni = 0;
+    std::size_t ext[kMaxRank] = {}, dims[2] = {}, elems[kMaxBatch] = {};
+    std::string be;
+    std::optional<Wire> wire;
+    std::optional<SwitchAlgorithm> choice;
+    std::string measured;
+    unsigned seen = 0;
+    for (std::size_t t = 1; t < nt; ++t) {
+      const std::size_t eq = tok[t].find('=');
+      if (eq == std::string_view::npos) return where + "expected key=value, found \"" + std::string(tok[t]) + "\"";
+      const std::string_view k = tok[t].substr(0, eq), v = tok[t].substr(eq + 1);
+      bool ok = true;
+      unsigned bit = 0;
+      if (k == "world") bit = 1, ok = number(v, w) && w >= 1 && w <= (1u << 30);
+      else if (k == "axis") bit = 2, ok = number(v, axis) && axis >= 1 && axis <= (1u << 30);
+      else if (k == "backend") bit = 4, be = std::string(v), ok = !v.empty();
+      else if (k == "extents") bit = 8, ok = list(v, 'x', kMaxRank, ext, nd);
+      else if (k == "dims") bit = 16, ok = list(v, ',', 2, dims, ni) && ni == 2;
+      else if (k == "elems") bit = 32, ok = list(v, ',', kMaxBatch, elems, ne);
+      else if (k == "wire") {
+        bit = 64;
+        for (Wire x : {Wire::exact, Wire::bf16, Wire::fp16, Wire::fp8_e4m3})
+          if (v == wire_name(x)) wire = x;
+        ok = wire.has_value();
+      } else if (k == "caps") bit = 128, ok = number(v, caps) && caps <= 3;
+      else if (k == "choice") {
+        bit = 256;
+        for (SwitchAlgorithm a : {SwitchAlgorithm::automatic, SwitchAlgorithm::alltoall, SwitchAlgorithm::alltoallv,
+                                  SwitchAlgorithm::pairwise, SwitchAlgorithm::datatypes})
+          if (v == to_string(a)) choice = a;
+        ok = choice.has_value();
+      } else if (k == "measured") bit = 512, measured = std::string(v);
+      else return where + "unknown key \"" + std::string(k) + "\"";
+      if (!ok) return where + "bad value \"" + std::string(v) + "\" for " + std::string(k);
+      if (seen & bit) return where + std::string(k) + " given twice";
+      seen |= bit;
+    }
+    if ((seen & 511) != 511)
+      return where + "missing one of world, axis, backend, extents, dims, elems, wire, caps, choice";
+    if (dims[0] >= nd || dims[1] >= nd) return where + "dims name a dim past the extents";
+    if (axis > w) return where + "axis is larger than world";
+    for (std::size_t t = 0; t < ne; ++t)
+      if (elems[t] == 0 || elems[t] > 64) return where + "an element size must be 1 to 64 bytes";
+    if ((kind == DecisionKind::switch_one || kind == DecisionKind::gather_one) && ne != 1)
+      return where + "a one-tensor step has one element size";
+    if (world > 0 && w != std::size_t(world))
+      return where + "measured for a world of " + std::to_string(w) + " ranks, not " + std::to_string(world);
+    if (world > 0 && be != want_backend)
+      return where + "measured for backend " + be + ", not " + want_backend;
+    Decision d;
+    d.choice = *choice;
+    d.backend = be;
+    d.measured = measured;
+    out[decision_key(kind, int(w), int(axis), be, std::span<const std::size_t>(ext, nd), dims[0], dims[1], *wire,
+                     std::span<const std::size_t>(elems, ne), caps)] = std::move(d);
+  }
+  if (!header) return "wisdom: empty text (no \"dsp-wisdom 1\" header)";
+  return "";
+}
+
+/// DSP_WISDOM, read and loaded once, by the first measured operation;
+/// returns why it could not be loaded ("" when it was, or is unset). The
+/// operation that asks raises the text on every rank (and so does every
+/// later one: the variable is not read again).
+DSP_FUNC const std::string& wisdom_env_error(int world, std::string_view backend) {
+  WisdomEnv& st = wisdom_env();
+  if (st.done.load(std::memory_order_acquire)) return st.error;
+  std::lock_guard<std::mutex> lock(st.mutex);
+  if (st.done.load(std::memory_order_relaxed)) return st.error;
+  st.error.clear();
+  const char* e = std::getenv("DSP_WISDOM");
+  const std::string path = e ? e : "";
+  std::string text;
+  if (path.empty()) {
+  } else if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+    std::map<DecisionKey, Decision> parsed;
+    if (std::string why = parse_wisdom(text, parsed, world, backend); !why.empty())
+      st.error = "DSP_WISDOM=" + path + ": " + why;
+    else merge_wisdom(parsed);
+  } else {
+    st.error = "DSP_WISDOM=" + path + ": cannot open the file";
+  }
+  st.done.store(true, std::memory_order_release);
+  return st.error;
+}
+#endif
+
+}  // namespace dsp::detail
+
+namespace dsp {
+
+/// What this process measured under Planning::measure (and imported), as
+/// text: one line per decision. Local; every rank of a group holds the same
+/// decisions for the steps it shares, so one rank's text serves all.
+inline std::string export_wisdom() { return detail::wisdom_text(); }
+
+/// Loads wisdom text (local: call it on every rank). Text that does not
+/// parse raises dsp::InvalidArgument and changes nothing. Later decisions
+/// replace earlier ones of the same key.
+inline void import_wisdom(std::string_view text) {
+  std::map<detail::DecisionKey, detail::Decision> parsed;
+  if (std::string why = detail::parse_wisdom(text, parsed, 0, {}); !why.empty()) throw InvalidArgument(why);
+  detail::merge_wisdom(parsed);
+}
+
+/// As import_wisdom(text), and every line must have been measured on a
+/// communicator of comm's size and type (for a mesh: the communicator it was
+/// made from); otherwise dsp::InvalidArgument, and nothing changes.
+template <class Comm>
+void import_wisdom(std::string_view text, const Comm& comm) {
+  std::map<detail::DecisionKey, detail::Decision> parsed;
+  if (std::string why = detail::parse_wisdom(text, parsed, comm.size(), detail::type_name<Comm>()); !why.empty())
+    throw InvalidArgument(why);
+  detail::merge_wisdom(parsed);
+}
+
+/// Forgets every decision (the next measured operation of each shape measures again).
+inline void forget_wisdom() {
+  detail::WisdomTable& w = detail::wisdom_table();
+  std::lock_guard<std::mutex> lock(w.mutex);
+  w.entries.clear();
+  w.generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+}  // namespace dsp
