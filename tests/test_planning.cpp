@@ -151,9 +151,7 @@ TEST_CASE("ranks that hold different decisions measure again together") {
   CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
   const std::string w = dsp::export_wisdom();
   if (n == 1) return;
-  SUBCASE("different choices") {
-    dsp::import_wisdom(with_choice(w, me % 2 ? "alltoallv" : "datatypes"));
-  }
+  SUBCASE("different choices") { dsp::import_wisdom(with_choice(w, me % 2 ? "alltoallv" : "datatypes")); }
   SUBCASE("one rank without a decision") {
     if (me == n - 1) dsp::forget_wisdom();
   }
@@ -226,16 +224,17 @@ TEST_CASE("wisdom round-trips; bad text raises and changes nothing") {
       "bad value \"fp4\" for wire");
   // Checked against a communicator: its size and backend.
   const int n = world().size();
-  const std::string other = "dsp-wisdom 1\n" + std::string(line).replace(line.find("world=4"), 7,
-                                                                         "world=" + std::to_string(n + 1)) + "\n";
+  const std::string other =
+      "dsp-wisdom 1\n" + std::string(line).replace(line.find("world=4"), 7, "world=" + std::to_string(n + 1)) + "\n";
   const std::string e = error_of([&] { dsp::import_wisdom(other, world()); });
   CHECK(e.find("measured for a world of " + std::to_string(n + 1) + " ranks, not " + std::to_string(n)) !=
         std::string::npos);
   CHECK(dsp::export_wisdom() == before);
   const std::string e2 = error_of([&] { dsp::import_wisdom(w, counting_world()); });
   INFO(e2);
-  if (n > 1) CHECK(e2.find("measured for backend dsp::BasicMpiCommunicator<>, not dsp::CountingCommunicator<") !=
-                   std::string::npos);
+  if (n > 1)
+    CHECK(e2.find("measured for backend dsp::BasicMpiCommunicator<>, not dsp::CountingCommunicator<") !=
+          std::string::npos);
   CHECK(dsp::export_wisdom() == before);
   dsp::import_wisdom(w, world());  // its own text fits
 }

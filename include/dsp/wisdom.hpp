@@ -18,7 +18,8 @@
 // (one line in the text). `choice` is the switch algorithm setting the step
 // runs under (automatic: the heuristic's own choice was fastest); `measured`
 // the candidates' times in microseconds, max over ranks, "-" where a
-// candidate was the same plan as an earlier one or could not run. Import
+// candidate was the same plan as an earlier one or could not run, ">t" where
+// its warm-up run took t, over 4x the fastest's, and it was dropped. Import
 // checks every line and changes nothing when one is wrong.
 #pragma once
 
@@ -216,7 +217,8 @@ DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, D
     if (line.empty() || line.front() == '#') continue;
     const std::string where = "wisdom line " + std::to_string(line_no) + ": ";
     if (!header) {
-      if (line != "dsp-wisdom 1") return where + "expected the header \"dsp-wisdom 1\", found \"" + std::string(line) + "\"";
+      if (line != "dsp-wisdom 1")
+        return where + "expected the header \"dsp-wisdom 1\", found \"" + std::string(line) + "\"";
       header = true;
       continue;
     }
@@ -282,8 +284,7 @@ DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, D
       return where + "a one-tensor step has one element size";
     if (world > 0 && w != std::size_t(world))
       return where + "measured for a world of " + std::to_string(w) + " ranks, not " + std::to_string(world);
-    if (world > 0 && be != want_backend)
-      return where + "measured for backend " + be + ", not " + want_backend;
+    if (world > 0 && be != want_backend) return where + "measured for backend " + be + ", not " + want_backend;
     Decision d;
     d.choice = *choice;
     d.backend = be;

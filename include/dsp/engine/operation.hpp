@@ -392,12 +392,14 @@ void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, st
   execute_prepared(g, op.step(t), op.rank, a, items);
 }
 
-/// The largest of every rank's `v` (on the world's control channel).
-inline double max_over_ranks(Port& world, double v) {
+/// Each of `v` replaced by its largest value over the ranks (on the
+/// world's control channel): equal on every rank afterwards.
+inline void max_over_ranks(Port& world, std::span<double> v) {
   thread_local std::vector<double> all;
-  all.assign(std::size_t(world.size()), 0.0);
-  world.control_all_gather(&v, all.data(), sizeof v);
-  return *std::max_element(all.begin(), all.end());
+  all.assign(std::size_t(world.size()) * v.size(), 0.0);
+  world.control_all_gather(v.data(), all.data(), v.size_bytes());
+  for (std::size_t r = 0; r < std::size_t(world.size()); ++r)
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = std::max(v[k], all[r * v.size() + k]);
 }
 
 /// Which plan a candidate resolved to (candidates with the same value are
@@ -414,14 +416,19 @@ inline std::uint32_t plan_identity_of(const PreparedStep& p, const OpArgs& a, st
 }
 
 /// Planning::measure, step t of a blocking operation that every rank agreed
-/// to measure: each candidate setting is planned (a rank that cannot says
-/// so, and the candidate is dropped everywhere), run once to warm up and 1
-/// to 5 times more into the step's real output, timed as the slowest rank's
-/// mean; the fastest is kept, recorded as this rank's decision for the
-/// step's key, and left in `op` for the call (and its output is the last
-/// run's: every candidate writes the same values). Every rank takes the same
-/// branches: every quantity they branch on went through the world's control
-/// channel.
+/// to measure. Each candidate setting is planned; it is dropped everywhere
+/// when some rank cannot plan it, or when it repeats an earlier candidate's
+/// plan on every rank. The rest run into the step's real output: each twice
+/// to warm up (a candidate over 4x the fastest's second run is dropped),
+/// then in 3 to 9 rounds (fewer for slow steps), every round
+/// running each candidate once, starting with a different one (a machine
+/// that changes speed moves them all alike). A candidate's time is its
+/// median on each rank, then the largest over the ranks; the fastest is
+/// kept for the call (a runner-up within 5% runs off against it first) and
+/// recorded as this rank's decision for the step's
+/// key. Every candidate writes the same output: the last run leaves it right. All
+/// ranks take the same branches: every quantity they branch on went through
+/// the world's control channel.
 template <class M>
 void measure_step(const OpGroup<M>& g, PreparedOp& op, const OpArgs& a, std::size_t t,
                   std::span<const PackedItem> items) {
@@ -431,22 +438,22 @@ void measure_step(const OpGroup<M>& g, PreparedOp& op, const OpArgs& a, std::siz
                                                 SwitchAlgorithm::datatypes};
   static constexpr SwitchAlgorithm kGather[] = {SwitchAlgorithm::automatic, SwitchAlgorithm::alltoallv,
                                                 SwitchAlgorithm::pairwise};
+  constexpr std::size_t kMost = 5;
   PreparedStep& p = op.step(t);
   PortOn<M>& port = *g.axis[std::size_t(p.step.axis)];
   Port& world = *g.world;
   const bool gather = p.step.kind == StepKind::gather;
   const std::span<const SwitchAlgorithm> cands =
       gather ? std::span<const SwitchAlgorithm>(kGather) : std::span<const SwitchAlgorithm>(kSwitch);
+  const std::size_t nc = cands.size();
   const bool exact_one = a.items.size() == 1 && a.wire == Wire::exact;
   const std::span<const std::size_t> ge(p.group.data(), op.rank);
-  std::array<std::uint32_t, 8> taken{};
-  std::size_t n_taken = 0, best = cands.size();
-  double best_time = std::numeric_limits<double>::infinity();
-  std::string measured;
-  std::optional<PreparedStep> chosen;
-  for (std::size_t c = 0; c < cands.size(); ++c) {
-    PreparedStep q = p;
-    std::uint32_t fail = 0, dup = 0;
+  // Plan every candidate; 0: runs, 1: repeats an earlier plan here, 2: cannot be planned here.
+  std::vector<PreparedStep> plans(nc, p);
+  std::array<double, kMost> verdict{};
+  std::array<std::uint32_t, kMost> ids{};
+  for (std::size_t c = 0; c < nc; ++c) {
+    PreparedStep& q = plans[c];
     try {
       const SwitchAlgorithm s = cands[c];
       if (gather) {
@@ -461,40 +468,89 @@ void measure_step(const OpGroup<M>& g, PreparedOp& op, const OpArgs& a, std::siz
           q.single = plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, s);
         else q.packed = plan_and_reserve_packed<M>(port, PackedArgs{a.items, ge, i, j, a.wire}, s);
       }
-      const std::uint32_t id = plan_identity_of(q, a, op.rank);
-      dup = std::find(taken.begin(), taken.begin() + n_taken, id) != taken.begin() + n_taken;
-      if (!dup) taken[n_taken] = id;
+      ids[c] = plan_identity_of(q, a, op.rank);
+      verdict[c] = std::find(ids.begin(), ids.begin() + c, ids[c]) != ids.begin() + c ? 1.0 : 0.0;
     } catch (const std::exception&) {
-      fail = 1;
+      verdict[c] = 2.0;
     }
-    // Dropped when some rank cannot plan it, or it repeats an earlier plan on every rank.
-    const double verdict = max_over_ranks(world, fail ? 2.0 : dup ? 0.0 : 1.0);
-    const bool run = verdict == 1.0;
-    if (run && !dup) ++n_taken;
-    measured += std::string(c ? "," : "") + to_string(cands[c]) + ":";
-    if (!run) {
-      measured += "-";
-      continue;
-    }
-    auto once = [&] {
-      const auto t0 = clock::now();
-      execute_prepared(g, q, op.rank, a, items);
-      return std::chrono::duration<double>(clock::now() - t0).count();
-    };
-    const double warm = max_over_ranks(world, once());
-    const int reps = warm < 1e-3 ? 5 : warm < 2e-2 ? 3 : 1;
-    double sum = 0;
-    for (int r = 0; r < reps; ++r) sum += once();
-    const double mean = max_over_ranks(world, sum / reps);
-    char us[32];
-    std::snprintf(us, sizeof us, "%.1f", mean * 1e6);
-    measured += us;
-    if (mean < best_time) best_time = mean, best = c, chosen = std::move(q);
   }
-  if (best == cands.size()) return execute_prepared(g, p, op.rank, a, items);  // nothing could run: keep the heuristic
-  p = std::move(*chosen);
+  // A candidate repeats an earlier one only where it does on every rank: take
+  // the smallest "repeats" (1 - max of 1 - v) but the largest "cannot" (2).
+  std::array<double, 2 * kMost> v{};
+  for (std::size_t c = 0; c < nc; ++c)
+    v[c] = verdict[c] == 2.0 ? 1.0 : 0.0, v[kMost + c] = verdict[c] == 0.0 ? 1.0 : 0.0;
+  max_over_ranks(world, std::span<double>(v));
+  std::array<bool, kMost> run{};
+  for (std::size_t c = 0; c < nc; ++c) run[c] = v[c] == 0.0 && v[kMost + c] == 1.0;
+  // Every timed run starts with the ranks together (one small exchange on
+  // the control channel), so one candidate's skew does not count against the next.
+  auto once = [&](std::size_t c) {
+    std::array<double, 1> sync{0.0};
+    max_over_ranks(world, std::span<double>(sync));
+    const auto t0 = clock::now();
+    execute_prepared(g, plans[c], op.rank, a, items);
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  // Warm-up: two runs each (the first may build datatypes, touch pages). A
+  // candidate whose second run is over 4x the fastest's is dropped: it cannot
+  // win, and thousands of small messages slow what runs after them.
+  std::array<double, kMost> warm{};
+  for (std::size_t c = 0; c < nc; ++c)
+    if (run[c]) once(c), warm[c] = once(c);
+  max_over_ranks(world, std::span<double>(warm));
+  double fastest = std::numeric_limits<double>::infinity(), total = 0;
+  for (std::size_t c = 0; c < nc; ++c)
+    if (run[c]) fastest = std::min(fastest, warm[c]);
+  std::array<bool, kMost> slow{};
+  for (std::size_t c = 0; c < nc; ++c) {
+    slow[c] = run[c] && warm[c] > 4 * fastest;
+    if (run[c] && !slow[c]) total += warm[c];
+  }
+  const int rounds = total < 2e-3 ? 9 : total < 2e-2 ? 5 : 3;
+  for (std::size_t c = 0; c < nc; ++c) run[c] = run[c] && !slow[c];
+  std::array<std::vector<double>, kMost> times;
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t k = 0; k < nc; ++k)
+      if (const std::size_t c = (k + std::size_t(r)) % nc; run[c]) times[c].push_back(once(c));
+  std::array<double, kMost> med{};
+  for (std::size_t c = 0; c < nc; ++c)
+    if (run[c]) {
+      std::sort(times[c].begin(), times[c].end());
+      med[c] = times[c][times[c].size() / 2];
+    }
+  max_over_ranks(world, std::span<double>(med));
+  std::size_t best = nc;
+  std::string measured;
+  for (std::size_t c = 0; c < nc; ++c) {
+    char us[32] = "-";
+    if (run[c]) std::snprintf(us, sizeof us, "%.1f", med[c] * 1e6);
+    else if (slow[c]) std::snprintf(us, sizeof us, ">%.1f", warm[c] * 1e6);
+    measured += std::string(c ? "," : "") + to_string(cands[c]) + ":" + us;
+    if (run[c] && (best == nc || med[c] < med[best])) best = c;
+  }
+  if (best == nc) return execute_prepared(g, p, op.rank, a, items);  // nothing could run: keep the heuristic
+  // A near tie (the runner-up within 5%): those two again, alternating, twice
+  // as many rounds, and the faster median of those decides.
+  std::size_t second = nc;
+  for (std::size_t c = 0; c < nc; ++c)
+    if (run[c] && c != best && (second == nc || med[c] < med[second])) second = c;
+  if (second != nc && med[second] < 1.05 * med[best]) {
+    std::array<std::vector<double>, 2> tt;
+    const std::size_t pair[2] = {best, second};
+    for (int r = 0; r < 2 * rounds; ++r)
+      for (std::size_t k = 0; k < 2; ++k) tt[(k + std::size_t(r)) % 2].push_back(once(pair[(k + std::size_t(r)) % 2]));
+    std::array<double, 2> m2{};
+    for (std::size_t k = 0; k < 2; ++k) {
+      std::sort(tt[k].begin(), tt[k].end());
+      m2[k] = tt[k][tt[k].size() / 2];
+    }
+    max_over_ranks(world, std::span<double>(m2));
+    if (m2[1] < m2[0]) best = second;
+    measured += ";tie:" + std::string(to_string(cands[pair[0]])) + "," + to_string(cands[pair[1]]) + "->" +
+                to_string(cands[best]);
+  }
+  p = std::move(plans[best]);
   record_decision(p.key, Decision{cands[best], backend_text(port.backend()), measured});
-  execute_prepared(g, p, op.rank, a, items);
 }
 
 /// The identity plan (no step): each tensor's block copied.
