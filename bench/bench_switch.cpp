@@ -6,8 +6,11 @@
 // FFTW-MPI's transpose (where the switch is a 2-D transpose), memcpy of the
 // local block; gather (into and allocating) against raw MPI_Allgather; and the
 // latency of a switch of a few KiB with the agreement check on and off; a
-// batch of Q, K and V against three switches (4 KiB to 64 MiB per tensor and
-// rank); each low-precision wire against float (1 to 256 MiB per rank).
+// batch of Q, K and V against three switches and three raw MPI_Alltoall of
+// the same bytes (4 KiB to 64 MiB per tensor and rank), under each planning
+// mode; each low-precision wire against float (1 to 256 MiB per rank); and
+// the planning groups: dsp under each planning mode against each algorithm
+// forced, on shapes no threshold was tuned on.
 //
 // Every iteration is timed on every rank between a barrier and an
 // MPI_Allreduce(MAX): the reported time is the slowest rank's, identical on
@@ -110,21 +113,37 @@ std::array<std::size_t, R> to_array(const std::vector<std::size_t>& v) {
   return a;
 }
 
+/// The switch's methods. `planning`: only the planning comparison (dsp
+/// under each planning mode, each algorithm forced, and the reference).
 template <std::size_t R, std::size_t I, std::size_t J>
-void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
+void add_switch(const std::vector<std::size_t>& g, bool latency = false, bool planning = false) {
   using X = dsp::DistTensor<float, R, dsp::Sharded<I>, Comm>;
   using Y = dsp::DistTensor<float, R, dsp::Sharded<J>, Comm>;
   const int n = comm().size();
   const auto ext = to_array<R>(g);
   std::size_t total = 1;
   for (auto e : g) total *= e;
-  const std::string group = std::string(latency ? "latency" : "switch") + "/" + shape_text(g) + "/" +
-                            std::to_string(I) + "->" + std::to_string(J) + "/np" + std::to_string(n);
-  // local block of rank 0 (the largest); equal on every rank for the named shapes
-  const std::size_t local = X(comm(), ext).local_size();
+  const std::string group = std::string(latency    ? "latency"
+                                        : planning ? "planning"
+                                                   : "switch") +
+                            "/" + shape_text(g) + "/" + std::to_string(I) + "->" + std::to_string(J) + "/np" +
+                            std::to_string(n);
+  // The local block of rank 0 (the largest), on every rank: the raw collective's
+  // counts must be equal everywhere, also for shapes that do not divide evenly.
+  const std::size_t local = total / g[I] * ((g[I] + std::size_t(n) - 1) / std::size_t(n));
   const double bytes = double(local) * sizeof(float);
 
-  auto tensors = [ext] { return std::make_shared<std::pair<X, Y>>(X(comm(), ext), Y(comm(), ext)); };
+  // The planning groups' methods share one pair of tensors: at a few MiB the
+  // same plan on two pairs of buffers differs by up to 40% here (placement
+  // in memory), more than the algorithms compared. A weak pointer, so the
+  // tensors die with the last step, before Kokkos::finalize.
+  auto shared = std::make_shared<std::weak_ptr<std::pair<X, Y>>>();
+  auto tensors = [ext, shared, planning] {
+    if (auto p = shared->lock(); p && planning) return p;
+    auto p = std::make_shared<std::pair<X, Y>>(X(comm(), ext), Y(comm(), ext));
+    *shared = p;
+    return p;
+  };
   if (latency) {
     add(group, "dsp_check_off", bytes, [=] {
       auto xy = tensors();
@@ -139,12 +158,29 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
     auto xy = tensors();
     return [xy] { dsp::dynamic_switch<J>(xy->first, xy->second); };
   });
+  // Planning::measure: the first call (here) measures; the timed ones run its choice.
+  add(group, "dsp_measured", bytes, [=] {
+    auto xy = tensors();
+    dsp::set_planning(dsp::Planning::measure);
+    dsp::dynamic_switch<J>(xy->first, xy->second);
+    dsp::set_planning(dsp::Planning::heuristic);
+    return [xy] {
+      dsp::set_planning(dsp::Planning::measure);
+      dsp::dynamic_switch<J>(xy->first, xy->second);
+      dsp::set_planning(dsp::Planning::heuristic);
+    };
+  });
   // Each algorithm forced, to check the automatic choice against them.
   for (auto [alg, name] : {std::pair{dsp::SwitchAlgorithm::alltoall, "dsp_force_alltoall"},
                            std::pair{dsp::SwitchAlgorithm::alltoallv, "dsp_force_alltoallv"},
                            std::pair{dsp::SwitchAlgorithm::pairwise, "dsp_force_pairwise"},
                            std::pair{dsp::SwitchAlgorithm::datatypes, "dsp_force_datatypes"}}) {
     if (latency && alg == dsp::SwitchAlgorithm::pairwise) continue;
+    // Pairwise with messages under 4 KiB costs 5 to 25x here, and its thousands
+    // of messages slow whatever runs after it: left out of the planning groups.
+    if (planning && alg == dsp::SwitchAlgorithm::pairwise &&
+        dsp::detail::min_pairwise_piece(g, I, J, n) * sizeof(float) < 4096)
+      continue;
     add(group, name, bytes, [=, a = alg] {
       auto xy = tensors();
       return [xy, a] {
@@ -154,7 +190,7 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
       };
     });
   }
-  if (!latency) {
+  if (!latency && !planning) {
     add(group, "dsp_alloc", bytes, [=] {
       auto xy = tensors();
       return [xy] { xy->second = dsp::dynamic_switch<J>(xy->first); };
@@ -165,7 +201,7 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false) {
     const int cnt = static_cast<int>(local / n);
     return [in, out, cnt] { MPI_Alltoall(in->data(), cnt, MPI_FLOAT, out->data(), cnt, MPI_FLOAT, world()); };
   });
-  if (latency) return;
+  if (latency || planning) return;
   add(group, "MPI_Alltoallw", bytes, [=] {
     auto xy = tensors();
     auto w = std::make_shared<dsp_bench::AlltoallwSwitch>(world(), g, int(I), int(J));
@@ -337,6 +373,26 @@ void add_batch(std::size_t per_rank) {
     auto t = tensors();
     return [t] { dsp::dynamic_switch<1>(dsp::batch(t->q, t->k, t->v), dsp::batch(t->q2, t->k2, t->v2)); };
   });
+  add(group, "dsp_batch_measured", bytes, [=] {
+    auto t = tensors();
+    auto run = [t] {
+      dsp::set_planning(dsp::Planning::measure);
+      dsp::dynamic_switch<1>(dsp::batch(t->q, t->k, t->v), dsp::batch(t->q2, t->k2, t->v2));
+      dsp::set_planning(dsp::Planning::heuristic);
+    };
+    run();  // measures
+    return run;
+  });
+  add(group, "three_MPI_Alltoall", bytes, [=] {  // the raw floor: the same bytes, no layout work
+    const std::size_t local = X(comm(), ext).local_size();
+    auto in = std::make_shared<std::vector<float>>(3 * local, 1.f),
+         out = std::make_shared<std::vector<float>>(3 * local);
+    const int cnt = static_cast<int>(local / std::size_t(comm().size()));
+    return [in, out, cnt, local] {
+      for (std::size_t k = 0; k < 3; ++k)
+        MPI_Alltoall(in->data() + k * local, cnt, MPI_FLOAT, out->data() + k * local, cnt, MPI_FLOAT, world());
+    };
+  });
   add(group, "three_switches", bytes, [=] {
     auto t = tensors();
     return [t] {
@@ -434,6 +490,13 @@ int main(int argc, char** argv) {
     add_switch<3, 1, 0>({256, 1024, 64});
     add_switch<4, 1, 2>({4, 64, 1024, 128});
     add_switch<3, 0, 1>({16, 16, 8}, true);  // 8 KiB in all: 4 KiB per rank at 2 ranks
+    // Planning: shapes no threshold was tuned on (docs/benchmarks.md, "Measured plans").
+    add_switch<3, 1, 0>({12, 1000, 50}, false, true);
+    add_switch<4, 2, 1>({6, 30, 70, 20}, false, true);
+    add_switch<3, 0, 2>({33, 17, 128}, false, true);
+    add_switch<4, 1, 2>({2, 512, 16, 64}, false, true);
+    add_switch<3, 2, 0>({96, 96, 96}, false, true);
+    add_switch<3, 0, 1>({40, 24, 6}, false, true);
     add_gather<3, 0>({64, 4096, 128});
     add_gather<3, 1>({64, 4096, 128});
     const int n = comm().size();
@@ -441,8 +504,8 @@ int main(int argc, char** argv) {
     add_mesh_switch<2, 1>({64, 4096, 128}, {1, n});
     add_mesh_switch<2, 0>({16, 16, 8}, {n, 1});  // small: the fixed cost the mesh layer adds
     if (n % 2 == 0) add_mesh_redistribute({64, 512, 512}, {2, n / 2});
-    for (std::size_t b : {std::size_t(4) << 10, std::size_t(64) << 10, std::size_t(1) << 20, std::size_t(16) << 20,
-                          std::size_t(64) << 20})
+    for (std::size_t b : {std::size_t(4) << 10, std::size_t(64) << 10, std::size_t(1) << 20, std::size_t(4) << 20,
+                          std::size_t(16) << 20, std::size_t(64) << 20})
       add_batch(b);
     for (std::size_t b : {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20}) add_wire(b);
     if (rank == 0) {
@@ -452,6 +515,8 @@ int main(int argc, char** argv) {
       benchmark::RunSpecifiedBenchmarks(&silent);
     }
     print_ratios(rank);
+    // What Planning::measure chose (and each candidate's time when it measured).
+    if (rank == 0) std::printf("\n# dsp::export_wisdom()\n%s", dsp::export_wisdom().c_str());
     std::fflush(stdout);
     benchmark::Shutdown();
   }
