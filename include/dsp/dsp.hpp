@@ -33,6 +33,7 @@
 #include <dsp/pipeline.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/redistribute.hpp>
+#include <dsp/reshard.hpp>
 #include <dsp/settings.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/version.hpp>

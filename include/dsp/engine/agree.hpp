@@ -65,6 +65,7 @@ enum class Op : std::uint32_t {
   start_gather,
   batch_switch,
   start_redistribute,
+  reshard,
 };
 
 inline const char* op_name(std::uint32_t op) {
@@ -81,6 +82,7 @@ inline const char* op_name(std::uint32_t op) {
     case Op::start_gather: return "dsp::start_gather";
     case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
     case Op::start_redistribute: return "dsp::start_redistribute";
+    case Op::reshard: return "dsp::reshard";
   }
   return "an unknown operation";
 }

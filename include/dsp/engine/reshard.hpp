@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: the engine of dsp::reshard, a tensor moved between two groups of
+// ranks of one parent communicator. Every rank of the parent describes the
+// box of the source it holds (if any) and the box of the target it wants (if
+// any); one all-gather of those descriptions on the parent's control channel
+// gives every rank the whole picture, so every rank computes the same plan
+// and reaches the same verdict. Then one all-to-all-v over the parent in
+// which each rank sends exactly the intersections of its box with the
+// receivers' boxes: a receiver that holds a source box copies from it
+// locally; the holders of one replicated source box split each receiver's
+// part among themselves.
+#pragma once
+
+#include <dsp/comm/port.hpp>
+#include <dsp/engine/agree.hpp>
+#include <dsp/engine/engine.hpp>
+#include <dsp/engine/workspace.hpp>
+#include <dsp/kernels/copy.hpp>
+#include <dsp/partition.hpp>
+#include <dsp/plan/runs.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace dsp::detail {
+
+/// A box of a tensor: offset and count per dim.
+struct RBox {
+  std::array<std::size_t, kMaxRank> off{}, cnt{};
+};
+
+/// What each rank of the parent says about itself.
+struct ReshardDesc {
+  std::uint32_t has_x = 0, has_y = 0;
+  std::uint64_t rank = 0;  // tensor rank
+  std::uint64_t extents[kMaxRank] = {};
+  RBox x, y;
+};
+
+inline std::size_t box_elems(const RBox& b, std::size_t rank) {
+  std::size_t n = 1;
+  for (std::size_t d = 0; d < rank; ++d) n *= b.cnt[d];
+  return n;
+}
+inline bool same_box(const RBox& a, const RBox& b, std::size_t rank) {
+  for (std::size_t d = 0; d < rank; ++d)
+    if (a.off[d] != b.off[d] || a.cnt[d] != b.cnt[d]) return false;
+  return true;
+}
+/// The intersection of two boxes (empty: some count 0).
+inline RBox intersect(const RBox& a, const RBox& b, std::size_t rank) {
+  RBox r;
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t lo = std::max(a.off[d], b.off[d]);
+    const std::size_t hi = std::min(a.off[d] + a.cnt[d], b.off[d] + b.cnt[d]);
+    r.off[d] = lo;
+    r.cnt[d] = hi > lo ? hi - lo : 0;
+  }
+  return r;
+}
+
+/// Copy tasks between the part `part` (global coordinates) of a local block
+/// `block` (its box) and a contiguous buffer from element `at`, in the row-
+/// major order of `part`: the block side in runs, one task per index of the
+/// dims before the last two that `part` does not cover whole. `to_buffer`:
+/// block -> buffer (pack), else buffer -> block (unpack); with `other` set,
+/// block -> other block (both sides in runs: a local copy).
+inline std::size_t box_tasks(const RBox& block, const RBox& part, std::size_t rank, std::size_t at, bool to_buffer,
+                             std::vector<CopyTask>& out, const RBox* other = nullptr) {
+  const std::size_t n = box_elems(part, rank);
+  if (n == 0) return at;
+  // Element strides of each block (LayoutRight).
+  auto strides = [rank](const RBox& b) {
+    std::array<std::size_t, kMaxRank> s{};
+    std::size_t m = 1;
+    for (std::size_t d = rank; d-- > 0;) s[d] = m, m *= b.cnt[d];
+    return s;
+  };
+  const auto sb = strides(block);
+  const auto so = other ? strides(*other) : sb;
+  // q: the last dim `part` does not cover whole in the block (and, for a
+  // local copy, in the other block); the dims after it are whole in both.
+  std::size_t q = 0;
+  for (std::size_t d = rank; d-- > 0;)
+    if (part.cnt[d] != block.cnt[d] || (other && part.cnt[d] != other->cnt[d])) {
+      q = d;
+      break;
+    }
+  const std::size_t len = part.cnt[q] * sb[q];  // a contiguous run in both blocks (the dims after q are whole)
+  const std::size_t level = q > 0 ? q - 1 : 0;  // the runs of one task step along this dim
+  const std::size_t runs = q > 0 ? part.cnt[level] : 1;
+  std::array<std::size_t, kMaxRank> idx{};  // index over dims [0, level) of `part`
+  while (true) {
+    std::size_t bb = 0, ob = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      const std::size_t g = part.off[d] + (d < level ? idx[d] : 0);
+      if (d > q) continue;
+      bb += (g - block.off[d]) * sb[d];
+      if (other) ob += (g - other->off[d]) * so[d];
+    }
+    const Runs br{bb, q > 0 ? sb[level] : len, len};
+    const std::size_t elems = runs * len;
+    if (other) out.push_back({Runs{ob, q > 0 ? so[level] : len, len}, br, elems});
+    else if (to_buffer) out.push_back({contiguous(at, elems), br, elems});
+    else out.push_back({br, contiguous(at, elems), elems});
+    at += elems;
+    std::size_t d = level;
+    while (d > 0) {
+      --d;
+      if (++idx[d] < part.cnt[d]) break;
+      idx[d] = 0;
+      if (d == 0) return at;
+    }
+    if (level == 0) return at;
+  }
+}
+
+/// Rank s's part of what receiver r gets from the holders `holders` of the
+/// source box `b`: the intersection split along its first dim of at least
+/// as many indices as holders (else its longest), one part per holder.
+inline RBox holder_part(const RBox& inter, std::size_t rank, std::size_t k, std::size_t which) {
+  std::size_t d = rank;
+  for (std::size_t e = 0; e < rank; ++e)
+    if (inter.cnt[e] >= k) {
+      d = e;
+      break;
+    }
+  if (d == rank) {
+    d = 0;
+    for (std::size_t e = 1; e < rank; ++e)
+      if (inter.cnt[e] > inter.cnt[d]) d = e;
+  }
+  RBox p = inter;
+  const Partition part{inter.cnt[d], k};
+  p.off[d] = inter.off[d] + part.offset(which);
+  p.cnt[d] = part.count(which);
+  return p;
+}
+
+/// The whole exchange, as every rank computes it from the descriptions.
+struct ReshardPlan {
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;  // elements, parent rank order
+  std::vector<CopyTask> pack, unpack, local;
+  std::size_t send_elems = 0, recv_elems = 0, bound = 0;
+  std::vector<std::size_t> sent_by;  // elements each parent rank sends to others (the cost model)
+};
+
+/// Checks the descriptions (the same on every rank, so the verdict is) and
+/// plans rank `me`'s part. Returns why the call is invalid ("" when it is
+/// not); `mismatch`: because ranks disagree.
+inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, ReshardPlan& plan, bool& mismatch) {
+  mismatch = false;
+  const std::size_t n = all.size();
+  std::size_t first = n;
+  for (std::size_t r = 0; r < n; ++r)
+    if ((all[r].has_x || all[r].has_y) && first == n) first = r;
+  bool any_x = false, any_y = false;
+  for (const ReshardDesc& d : all) any_x = any_x || d.has_x, any_y = any_y || d.has_y;
+  if (!any_x || !any_y)
+    return std::string("no rank passed ") + (!any_x ? "a source tensor (x)" : "a target tensor (y)") +
+           ": every rank of the parent passes nullptr for it";
+  const ReshardDesc& f = all[first];
+  const std::size_t rank = f.rank;
+  auto ext_text = [](const ReshardDesc& d) {
+    std::string t = "[";
+    for (std::size_t e = 0; e < d.rank && e < kMaxRank; ++e) {
+      if (e) t += ',';
+      t += std::to_string(d.extents[e]);
+    }
+    return t + "]";
+  };
+  for (std::size_t r = 0; r < n; ++r) {
+    const ReshardDesc& d = all[r];
+    if (!d.has_x && !d.has_y) continue;
+    bool same = d.rank == f.rank;
+    for (std::size_t e = 0; same && e < rank; ++e) same = d.extents[e] == f.extents[e];
+    mismatch = !same;
+    if (!same)
+      return "global extents disagree: rank " + std::to_string(first) + " " + ext_text(f) + ", rank " +
+             std::to_string(r) + " " + ext_text(d);
+  }
+  // Source boxes: distinct ones, each with its holders (ascending ranks);
+  // two holders' boxes are equal or disjoint.
+  struct Group {
+    RBox box;
+    std::vector<int> holders;
+  };
+  std::vector<Group> groups;
+  std::size_t covered = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!all[r].has_x) continue;
+    bool placed = false;
+    for (Group& g : groups) {
+      if (same_box(g.box, all[r].x, rank)) {
+        g.holders.push_back(int(r));
+        placed = true;
+        break;
+      }
+      if (box_elems(intersect(g.box, all[r].x, rank), rank) != 0)
+        return "the source blocks of ranks " + std::to_string(g.holders.front()) + " and " + std::to_string(r) +
+               " overlap without being equal: x's holders do not form one layout";
+    }
+    if (!placed) {
+      groups.push_back({all[r].x, {int(r)}});
+      covered += box_elems(all[r].x, rank);
+    }
+  }
+  std::size_t total = 1;
+  for (std::size_t e = 0; e < rank; ++e) total *= f.extents[e];
+  if (covered != total)
+    return "the source blocks cover " + std::to_string(covered) + " of the tensor's " + std::to_string(total) +
+           " elements: x must be passed by every rank of its group";
+  plan.send_counts.assign(n, 0), plan.send_displs.assign(n, 0);
+  plan.recv_counts.assign(n, 0), plan.recv_displs.assign(n, 0);
+  plan.sent_by.assign(n, 0);
+  std::vector<std::size_t> recv_total(n, 0);
+  const ReshardDesc& mine = all[std::size_t(me)];
+  // Receivers in rank order; for each, the source groups in order: a
+  // holder's part goes into its send buffer in that order, and into the
+  // receiver's buffer in (sender rank, group) order.
+  std::vector<std::vector<std::pair<RBox, std::size_t>>> from(n);  // this rank's receives: per sender, (part, group)
+  for (std::size_t r = 0; r < n; ++r) {
+    if (!all[r].has_y) continue;
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const Group& g = groups[gi];
+      const RBox inter = intersect(g.box, all[r].y, rank);
+      if (box_elems(inter, rank) == 0) continue;
+      if (std::find(g.holders.begin(), g.holders.end(), int(r)) != g.holders.end()) {
+        if (r == std::size_t(me)) box_tasks(mine.x, inter, rank, 0, false, plan.local, &mine.y);
+        continue;
+      }
+      for (std::size_t h = 0; h < g.holders.size(); ++h) {
+        const RBox part = holder_part(inter, rank, g.holders.size(), h);
+        const std::size_t e = box_elems(part, rank);
+        if (e == 0) continue;
+        const std::size_t s = std::size_t(g.holders[h]);
+        plan.sent_by[s] += e;
+        recv_total[r] += e;
+        if (s == std::size_t(me)) {
+          plan.send_counts[r] += e;
+          box_tasks(mine.x, part, rank, plan.send_elems, true, plan.pack);
+          plan.send_elems += e;
+        }
+        if (r == std::size_t(me)) from[s].push_back({part, gi});
+      }
+    }
+  }
+  // Send displacements: parts were appended receiver by receiver, in rank order.
+  for (std::size_t r = 0, at = 0; r < n; ++r) plan.send_displs[r] = at, at += plan.send_counts[r];
+  for (std::size_t s = 0; s < n; ++s) {
+    plan.recv_displs[s] = plan.recv_elems;
+    for (const auto& [part, gi] : from[s]) {
+      box_tasks(mine.y, part, rank, plan.recv_elems, false, plan.unpack);
+      plan.recv_elems += box_elems(part, rank);
+      plan.recv_counts[s] += box_elems(part, rank);
+    }
+  }
+  for (std::size_t r = 0; r < n; ++r) plan.bound = std::max({plan.bound, plan.sent_by[r], recv_total[r]});
+  return "";
+}
+
+/// dsp::reshard on bytes: `x`/`y` the local blocks (nullptr where a rank has
+/// none), `desc` this rank's description, `err` a local failure found by the
+/// front end. Collective over `parent`.
+template <class M>
+void run_reshard(PortOn<M>& parent, Signature sig, std::string err, ReshardDesc desc, const void* x, void* y,
+                 std::size_t elem_bytes) {
+  ExclusiveUse use(parent, "dsp::reshard");
+  agree(parent, sig, err);  // element type, call site, local failures
+  const std::size_t n = std::size_t(parent.size());
+  thread_local std::vector<ReshardDesc> all;
+  all.assign(n, ReshardDesc{});
+  parent.control_all_gather(&desc, all.data(), sizeof(ReshardDesc));
+  ReshardPlan plan;
+  bool mismatch = false;
+  if (std::string why = plan_reshard(all, parent.rank(), plan, mismatch); !why.empty()) {
+    why = "dsp::reshard: " + why + "; nothing was communicated and the tensors are unchanged";
+    if (mismatch) throw MismatchError(why);
+    throw InvalidArgument(why);
+  }
+  // The workspace: a failure here must reach every rank before anything moves.
+  std::string alloc;
+  Signature again = sig;
+  try {
+    maybe_inject_fault();
+    if (n > 1) workspace<M>(parent).reserve(plan.send_elems * elem_bytes, plan.recv_elems * elem_bytes);
+  } catch (const std::exception& e) {
+    again.status = static_cast<std::uint32_t>(Status::alloc_failed);
+    alloc = failure_text(sig.op, parent.rank(), e);
+  }
+  agree(parent, again, alloc);
+  const auto exec = parent.exec();
+  copy_runs(exec, y, x, elem_bytes, plan.local);
+  if (n > 1 && plan.bound > 0) {
+    const Workspace<M>& ws = workspace<M>(parent);
+    copy_runs(exec, ws.send(), x, elem_bytes, plan.pack);
+    fence_before_transfer(parent, exec);
+    parent.all_to_all_v(ws.send(), plan.send_counts, plan.send_displs, ws.recv(), plan.recv_counts, plan.recv_displs,
+                        elem_bytes, plan.bound);
+    copy_runs(exec, y, ws.recv(), elem_bytes, plan.unpack);
+  }
+  fence_after(parent, exec);
+}
+
+}  // namespace dsp::detail
