@@ -340,7 +340,8 @@ inline std::string export_wisdom() { return detail::wisdom_text(); }
 /// replace earlier ones of the same key.
 inline void import_wisdom(std::string_view text) {
   std::map<detail::DecisionKey, detail::Decision> parsed;
-  if (std::string why = detail::parse_wisdom(text, parsed, 0, {}); !why.empty()) throw InvalidArgument(why);
+  if (std::string why = detail::parse_wisdom(text, parsed, 0, {}); !why.empty())
+    throw InvalidArgument("dsp::import_wisdom: " + why + " (nothing was imported)");
   detail::merge_wisdom(parsed);
 }
 
@@ -351,7 +352,8 @@ template <class Comm>
 void import_wisdom(std::string_view text, const Comm& comm) {
   std::map<detail::DecisionKey, detail::Decision> parsed;
   if (std::string why = detail::parse_wisdom(text, parsed, comm.size(), detail::type_name<Comm>()); !why.empty())
-    throw InvalidArgument(why);
+    throw InvalidArgument("dsp::import_wisdom (rank " + std::to_string(comm.rank()) + "): " + why +
+                          " (nothing was imported)");
   detail::merge_wisdom(parsed);
 }
 
