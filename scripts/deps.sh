@@ -5,7 +5,10 @@
 set -euo pipefail
 # FFTW and FFTW-MPI (about 5 MB to download) so that test_fft3d, the 3-D FFT example's test
 # against FFTW and FFTW-MPI, runs in CI; without them CMake leaves that test and example out.
-pkgs=(cmake g++ make libtrilinos-kokkos-dev libopenmpi-dev openmpi-bin doctest-dev libfftw3-dev libfftw3-mpi-dev)
+# Parallel HDF5 and h5py (about 40 MB) for dsp::hdf5, its tests (test_hdf5, and test_hdf5_h5py, which
+# reads the saved file with Debian's python3-h5py) and the checkpoint example.
+pkgs=(cmake g++ make libtrilinos-kokkos-dev libopenmpi-dev openmpi-bin doctest-dev libfftw3-dev libfftw3-mpi-dev
+      libhdf5-openmpi-dev python3-h5py)
 [ "${DSP_WITH_BENCH:-0}" = 1 ] && pkgs+=(libbenchmark-dev gnuplot-nox)
 [ "${DSP_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang-14 libclang-rt-14-dev)  # scripts/fuzz.sh (libFuzzer)
 [ "${DSP_WITH_DOCS:-0}" = 1 ] && pkgs+=(doxygen)  # the `docs` target (API reference)

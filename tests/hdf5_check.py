@@ -1,0 +1,25 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Reads the file test_hdf5 saved (DSP_TEST_H5) with h5py and checks it is
+# the global tensor: dataset "fields/u", float64, extents [7, 5, 6], element
+# (i, j, k) = i * 10000 + j * 100 + k + 0.5, row-major; and "ints/v", int32
+# [9, 4], element (i, j) = i * 100 + j - 50.
+import sys
+
+import h5py
+import numpy as np
+
+with h5py.File(sys.argv[1], "r") as f:
+    u = f["fields/u"]
+    assert u.dtype == np.float64, u.dtype
+    assert u.shape == (7, 5, 6), u.shape
+    i, j, k = np.indices(u.shape)
+    want = i * 10000.0 + j * 100.0 + k + 0.5
+    bad = np.count_nonzero(u[...] != want)
+    assert bad == 0, f"{bad} elements of fields/u differ"
+    v = f["ints/v"]
+    assert v.dtype == np.int32, v.dtype
+    assert v.shape == (9, 4), v.shape
+    i, j = np.indices(v.shape)
+    bad = np.count_nonzero(v[...] != i * 100 + j - 50)
+    assert bad == 0, f"{bad} elements of ints/v differ"
+print("h5py: fields/u and ints/v are the global tensors")
