@@ -118,9 +118,7 @@ TEST_CASE("hdf5: errors raise on every rank and leave y untouched") {
   dsp::DistTensor<double, 3, Sharded<0>, Comm> x{world(), e};
   dsp::fill(x, u_of);
   dsp::hdf5::save(x, file, "fields/u");
-  auto untouched = [](const auto& y) {
-    return dsp::count_mismatches(y, [](const auto&) { return -1; }) == 0;
-  };
+  auto untouched = [](const auto& y) { return dsp::count_mismatches(y, [](const auto&) { return -1; }) == 0; };
   dsp::DistTensor<double, 3, Sharded<1>, Comm> y{world(), e};
   dsp::fill(y, [](const E3&) { return -1.0; });
   std::string why = error_of([&] { dsp::hdf5::load(file + ".missing", "fields/u", y); });

@@ -33,7 +33,8 @@ template <class Y>
 int check(const Y& y, const char* layout, int rank) {
   unsigned long long wrong = dsp::count_mismatches(y, activation), all = 0;
   MPI_Allreduce(&wrong, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("loaded under %s: %llu of %zu elements differ\n", layout, all, std::size_t(2 * 8 * 48 * 16));
+  if (rank == 0)
+    std::printf("loaded under %s: %llu of %zu elements differ\n", layout, all, std::size_t(2 * 8 * 48 * 16));
   return all == 0 ? 0 : 1;
 }
 
@@ -60,7 +61,9 @@ int main(int argc, char** argv) {
           dsp::DistTensor<float, 4, dsp::Sharded<2>, Comm> x{world, kExtents};  // the temporal phase
           dsp::fill(x, activation);
           dsp::hdf5::save(x, file, "layer0/activations");
-          if (rank == 0) std::printf("saved [2,8,48,16] float on %d ranks (Sharded<2>) to %s:/layer0/activations\n", n, file.c_str());
+          if (rank == 0)
+            std::printf("saved [2,8,48,16] float on %d ranks (Sharded<2>) to %s:/layer0/activations\n", n,
+                        file.c_str());
         } else {
           dsp::DistTensor<float, 4, dsp::Sharded<1>, Comm> y{world, kExtents};  // the spatial phase
           dsp::hdf5::load(file, "layer0/activations", y);

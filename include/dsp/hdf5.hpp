@@ -14,7 +14,8 @@
 // file, or opens it if it exists, and replaces a dataset of the same extents
 // and type. Any failure (a file that cannot be made or opened, a missing
 // dataset, other extents or element type) raises dsp::Error on every rank of
-// the tensor's communicator, and load leaves y untouched.
+// the tensor's communicator; load finds all of them but an I/O error during
+// the read itself before it writes to y.
 #pragma once
 
 #include <dsp/error.hpp>
@@ -40,11 +41,11 @@ namespace dsp::hdf5 {
 namespace detail {
 
 template <class T>
-constexpr bool supported_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                             std::is_same_v<T, std::int8_t> || std::is_same_v<T, std::uint8_t> ||
-                             std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::uint16_t> ||
-                             std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::uint32_t> ||
-                             std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint64_t>;
+constexpr bool supported_v =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int8_t> ||
+    std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::uint16_t> ||
+    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::int64_t> ||
+    std::is_same_v<T, std::uint64_t>;
 
 template <class T>
 hid_t native_type() {
@@ -183,11 +184,22 @@ Handle block_space(const std::array<std::size_t, R>& global, const std::array<st
   return space;
 }
 
-/// The memory dataspace of `n` contiguous elements (or none selected).
-inline Handle memory_space(std::size_t n, bool select) {
-  const hsize_t m = n > 0 ? hsize_t(n) : 1;
-  Handle space(H5Screate_simple(1, &m, nullptr), H5Sclose);
-  if (space && (!select || n == 0)) H5Sselect_none(space.id);
+/// The memory dataspace of this rank's block, shaped as the block (HDF5
+/// then maps it to the file's hyperslab without scattering element by
+/// element), all of it selected, or nothing.
+template <std::size_t R>
+Handle memory_space(const std::array<std::size_t, R>& cnt, bool select) {
+  hsize_t c[R > 0 ? R : 1];
+  std::size_t n = 1;
+  for (std::size_t d = 0; d < R; ++d) c[d] = cnt[d], n *= cnt[d];
+  if (n == 0) {
+    const hsize_t one = 1;
+    Handle space(H5Screate_simple(1, &one, nullptr), H5Sclose);
+    if (space) H5Sselect_none(space.id);
+    return space;
+  }
+  Handle space(H5Screate_simple(int(R), c, nullptr), H5Sclose);
+  if (space && !select) H5Sselect_none(space.id);
   return space;
 }
 
@@ -275,7 +287,8 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
         detail::Handle type(H5Dget_type(ds.id), H5Tclose), space(H5Dget_space(ds.id), H5Sclose);
         hsize_t dims[R > 0 ? R : 1] = {};
         same = type && space && H5Tequal(type.id, detail::native_type<T>()) > 0 &&
-               H5Sget_simple_extent_ndims(space.id) == int(R) && H5Sget_simple_extent_dims(space.id, dims, nullptr) >= 0;
+               H5Sget_simple_extent_ndims(space.id) == int(R) &&
+               H5Sget_simple_extent_dims(space.id, dims, nullptr) >= 0;
         for (std::size_t d = 0; same && d < R; ++d) same = dims[d] == global[d];
       }
       steps.check(same, "the dataset exists with other extents or another element type; save under another name");
@@ -290,9 +303,7 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
     // The block on the host (a device block through a copy).
     Kokkos::fence();
     const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, x.unchecked_local());
-    std::size_t elems = 1;
-    for (std::size_t d = 0; d < R; ++d) elems *= cnt[d];
-    detail::Handle mspace = detail::memory_space(elems, writer);
+    detail::Handle mspace = detail::memory_space<R>(cnt, writer);
     detail::Handle dxpl = detail::collective_transfer();
     const herr_t w = H5Dwrite(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, host.data());
     steps.check(w >= 0, "the collective write failed");
@@ -305,8 +316,9 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
 
 /// Reads dataset `dataset` of `file` into `y`, under y's layout, mesh and
 /// rank count. Collective over y's ranks. The dataset must have y's global
-/// extents and element type. Errors raise dsp::Error on every rank and leave
-/// y untouched.
+/// extents and element type. Errors raise dsp::Error on every rank; all but
+/// a failure of the read itself (an I/O error) are found before y is
+/// touched.
 template <class Y>
 void load(const std::string& file, const std::string& dataset, Y& y) {
   if constexpr (detail::tensor_ok<Y>()) {
@@ -353,19 +365,18 @@ void load(const std::string& file, const std::string& dataset, Y& y) {
       steps.check(same_type, "the dataset's element type is not the tensor's");
     }
     const auto off = y.local_offsets(), cnt = y.local_extents();
-    std::size_t elems = 1;
-    for (std::size_t d = 0; d < R; ++d) elems *= cnt[d];
-    // Read into a buffer first: y is written only when every rank has read its block.
-    std::vector<T> buf(elems);
+    // Straight into y's block where the host can reach it (a buffer's first
+    // touch costs more than the read on some machines: 103 ms for 32 MiB on
+    // the 2-core VM of docs/benchmarks.md), else through a host copy. Every
+    // check that can fail on good input is made above, before any reading.
+    const auto& block = y.unchecked_local();
+    auto host = Kokkos::create_mirror_view(Kokkos::HostSpace{}, block);
     detail::Handle fspace = detail::block_space<R>(global, off, cnt, true);
-    detail::Handle mspace = detail::memory_space(elems, true);
+    detail::Handle mspace = detail::memory_space<R>(cnt, true);
     detail::Handle dxpl = detail::collective_transfer();
-    const herr_t r = H5Dread(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, buf.data());
-    steps.check(r >= 0, "the collective read failed");
-    Kokkos::View<const T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> src(buf.data(), elems);
-    Kokkos::View<T*, typename Y::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>> dst(
-        y.unchecked_local().data(), elems);
-    Kokkos::deep_copy(dst, src);
+    const herr_t r = H5Dread(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, host.data());
+    steps.check(r >= 0, "the collective read failed (y may be partly written)");
+    if (host.data() != block.data()) Kokkos::deep_copy(block, host);
     Kokkos::fence();
   }
 }
