@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <type_traits>
 
 namespace dsp_test {
@@ -86,6 +87,17 @@ std::array<std::size_t, R> random_extents(std::mt19937& rng) {
     for (auto& x : e)
       if (x == 0) x = 1 + rng() % 5;
   return e;
+}
+
+/// The message of the dsp::Error that f() raises ("" when it raises none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const dsp::Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace dsp_test

@@ -22,16 +22,6 @@ using X1 = dsp::DistTensor<std::int32_t, 3, dsp::Sharded<1>, dsp::MpiCommunicato
 using X2 = dsp::DistTensor<std::int32_t, 3, dsp::Sharded<2>, dsp::MpiCommunicator>;
 using R3 = dsp::DistTensor<std::int32_t, 3, dsp::Replicated, dsp::MpiCommunicator>;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 /// Runs f, and counts how often each output element is covered by a reported
 /// block whose values already equal the reference; checks the offsets.
 template <class Y>

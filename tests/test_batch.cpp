@@ -25,16 +25,6 @@ namespace {
 template <class T, class L, class C = dsp::MpiCommunicator>
 using T3 = dsp::DistTensor<T, 3, L, C>;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 struct AlgorithmScope {
   explicit AlgorithmScope(dsp::SwitchAlgorithm a) { dsp::set_switch_algorithm(a); }
   ~AlgorithmScope() { dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic); }

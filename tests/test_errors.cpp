@@ -33,16 +33,6 @@ void communicator_still_works() {
   CHECK(count_wrong(y) == 0);
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("global extents that disagree raise on every rank") {

@@ -47,16 +47,6 @@ std::optional<Comm> first_ranks(int k) {
   return c;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("hdf5: saved by all ranks, loaded on 1 to n ranks under other layouts and meshes") {

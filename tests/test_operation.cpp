@@ -189,16 +189,6 @@ using MeshSet = List<Axes<Sharded<0>, Sharded<1>>, Axes<Sharded<1>, Sharded<0>>,
                      Axes<Replicated, Replicated>, Axes<Replicated, Sharded<2>>>;
 using PlainSet = List<Sharded<0>, Sharded<2>, Replicated>;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("every modifier on every placement pair of every 2-axis mesh") {

@@ -57,16 +57,6 @@ struct MeasureScope {
   }
 };
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("heuristic planning records nothing") {

@@ -15,15 +15,6 @@
 using namespace dsp_test;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const dsp::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 std::string env(const char* name) {
   const char* e = std::getenv(name);
   return e ? e : "";
