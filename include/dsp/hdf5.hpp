@@ -21,6 +21,7 @@
 #include <dsp/error.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mpi.hpp>
+#include <dsp/redistribute.hpp>
 #include <dsp/tensor.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -82,13 +83,6 @@ constexpr bool tensor_ok() {
                   "MPI communicator (dsp::MpiCommunicator): HDF5 writes through MPI-IO.");
     return type && mpi;
   }
-}
-
-template <class L>
-constexpr bool has_partial() {
-  for (long c : dsp::detail::placement_codes<L>::value)
-    if (dsp::detail::is_partial_code(c)) return true;
-  return false;
 }
 
 /// Closes an HDF5 handle when it goes (negative: none).
@@ -203,8 +197,8 @@ Handle memory_space(const std::array<std::size_t, R>& cnt, bool select) {
   return space;
 }
 
-/// Opens (or, with `create`, makes) each group on the way to `dataset`;
-/// returns the last one's parent handle and the dataset's own name.
+/// The parts of a dataset path ("/a/b/c" or "a/b/c": {"a", "b", "c"});
+/// false when there is none.
 inline bool split_path(const std::string& dataset, std::vector<std::string>& parts) {
   parts.clear();
   std::size_t at = 0;
@@ -245,7 +239,7 @@ inline bool exists(hid_t file, const std::vector<std::string>& parts, std::size_
 template <class X>
 void save(const X& x, const std::string& file, const std::string& dataset) {
   if constexpr (detail::tensor_ok<X>()) {
-    static_assert(!detail::has_partial<typename X::layout_type>(),
+    static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename X::layout_type>),
                   "dsp::hdf5::save: a Partial placement holds addends, not the tensor: reduce it first "
                   "(dsp::redistribute to Replicated or Sharded<D>), then save.");
     using T = typename X::value_type;
@@ -322,7 +316,7 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
 template <class Y>
 void load(const std::string& file, const std::string& dataset, Y& y) {
   if constexpr (detail::tensor_ok<Y>()) {
-    static_assert(!detail::has_partial<typename Y::layout_type>(),
+    static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename Y::layout_type>),
                   "dsp::hdf5::load: a Partial placement holds addends, not the tensor: load into Replicated or "
                   "Sharded<D>.");
     using T = typename Y::value_type;

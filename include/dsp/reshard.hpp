@@ -20,6 +20,7 @@
 #include <dsp/engine/agree.hpp>
 #include <dsp/engine/reshard.hpp>
 #include <dsp/layout.hpp>
+#include <dsp/redistribute.hpp>
 #include <dsp/tensor.hpp>
 
 #include <cstddef>
@@ -30,13 +31,6 @@
 namespace dsp {
 
 namespace detail {
-template <class L>
-constexpr bool has_partial_placement() {
-  for (long c : placement_codes<L>::value)
-    if (is_partial_code(c)) return true;
-  return false;
-}
-
 template <class Parent, class X, class Y>
 constexpr bool reshard_ok() {
   constexpr bool tensors = is_dist_tensor_v<X> && is_dist_tensor_v<Y>;
@@ -49,7 +43,7 @@ constexpr bool reshard_ok() {
     constexpr bool same_rank = X::rank == Y::rank;
     static_assert(same_rank, "dsp::reshard: x and y must have the same tensor rank.");
     constexpr bool no_partial =
-        !has_partial_placement<typename X::layout_type>() && !has_partial_placement<typename Y::layout_type>();
+        !has_partial(codes_v<typename X::layout_type>) && !has_partial(codes_v<typename Y::layout_type>);
     static_assert(no_partial,
                   "dsp::reshard: a Partial placement holds addends, not the tensor: reduce it first "
                   "(dsp::redistribute to Replicated or Sharded<D>), then reshard.");
