@@ -40,6 +40,7 @@
 #pragma once
 
 #include <dsp/batch.hpp>
+#include <dsp/model/transformer.hpp>
 #include <dsp/mpi.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -691,34 +692,23 @@ inline MeshAct<DpSpT> dpsp_ulysses_layer(MeshContext& ctx, const MeshAct<DpSpT>&
 
 // ----------------------------------------------------- predicted traffic ----
 
-/// Bytes rank p of n sends per layer, by strategy: from the dsp cost model for
-/// every dsp collective (pipelines for DSP and Ulysses; transition_cost for
-/// Megatron-SP's all-gathers and redistribute_plan's cost for its
-/// reduce-scatters), from partition arithmetic for the ring.
+/// Bytes rank p of n sends per layer, by strategy: dsp::model::layer_traffic,
+/// which prices every strategy with dsp's cost model (switches for DSP and
+/// Ulysses, transition_cost and redistribute_plan's cost for Megatron-SP's
+/// all-gathers and reduce-scatters, ring_pass_cost for the ring). The same
+/// function gives dsp-plan its bytes, so the tests that compare these with
+/// the counted bytes check the advisor's traffic too.
 struct Predicted {
   std::size_t dsp, ulysses, megatron, ring;
 };
 inline Predicted predicted_bytes(const Config& c, std::size_t n, std::size_t p) {
-  namespace stp = dsp::steps;
-  const std::size_t e = sizeof(float);
-  const std::array<std::size_t, 4> g4{c.B, c.T, c.S, c.C};
-  const std::array<std::size_t, 5> g5{c.B, c.T, c.S, c.H, c.head_dim()};
-  const dsp::Partition pt{c.T, n};
-  constexpr auto dsp_pipe = stp::switch_to<2> | stp::switch_to<1>;
-  constexpr auto to_heads = stp::switch_to<3>;
-  constexpr auto from_heads = stp::switch_to<1>;
-  using ReduceScatterT = dsp::redistribute_plan<dsp::Partial<>, dsp::Sharded<1>, 4>;
-  static_assert(ReduceScatterT::size() == 1 && ReduceScatterT::collectives() == 1, "one reduce-scatter");
-  Predicted r{};
-  r.dsp = dsp_pipe.cost<dsp::Sharded<1>>(g4, e, n, p).bytes;
-  r.ulysses =
-      3 * to_heads.cost<dsp::Sharded<1>>(g5, e, n, p).bytes + from_heads.cost<dsp::Sharded<3>>(g5, e, n, p).bytes;
-  // Per block: two all-gathers over T and two reduce-scatters over T.
-  r.megatron = 4 * dsp::transition_cost<dsp::Sharded<1>, dsp::Replicated>(g4, e, n, p).bytes +
-               4 * ReduceScatterT::cost(g4, e, n, p).bytes;
-  // Ring: at step s rank p forwards the k, v block of rank p - s (s = 0 .. N-2).
-  r.ring = n > 1 ? 2 * c.B * c.S * c.C * e * (c.T - pt.count((p + 1) % n)) : 0;
-  return r;
+  namespace m = dsp::model;
+  // Megatron-SP wraps 4 sub-blocks: each block's attention and MLP.
+  const m::LayerShape shape{c.B, c.T, c.S, c.C, c.H, sizeof(float), 4};
+  return {m::layer_traffic(m::Strategy::dsp, shape, n, p).bytes(),
+          m::layer_traffic(m::Strategy::ulysses, shape, n, p).bytes(),
+          m::layer_traffic(m::Strategy::megatron_sp, shape, n, p).bytes(),
+          m::layer_traffic(m::Strategy::ring, shape, n, p).bytes()};
 }
 
 /// Bytes the rank at `coords` of a DP x SP mesh of `shape` sends per layer

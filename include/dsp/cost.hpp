@@ -150,6 +150,42 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
   }
 }
 
+/// What passing every rank's block of a `From = Sharded<D>` tensor around a
+/// ring of n ranks sends: n - 1 point-to-point steps; at step s rank p forwards
+/// the block that started on rank p - s to rank p + 1. This is a ring
+/// all-gather, and how Ring-Attention moves k and v. Rank p forwards every
+/// block but its successor's. `steps`: n - 1 (0 when n == 1 or the tensor is
+/// empty); `bytes` what rank `rank` sends, `max_bytes` the largest over ranks.
+struct RingCost {
+  std::size_t steps = 0;
+  std::size_t bytes = 0;
+  std::size_t max_bytes = 0;
+  friend constexpr bool operator==(const RingCost&, const RingCost&) = default;
+};
+
+template <Layout From, std::size_t R>
+constexpr RingCost ring_pass_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                  std::size_t rank) {
+  static_assert(is_sharded_v<From>, "dsp::ring_pass_cost: the blocks passed are those of a Sharded<D> layout.");
+  static_assert(layout_fits_v<From, R>, "dsp::ring_pass_cost: Sharded<D> names a dim D >= the tensor's rank.");
+  detail::check_cost_args(n, rank);
+  constexpr std::size_t d = From::dim;
+  const Partition pd{e[d], n};
+  std::size_t total = 1;
+  for (std::size_t x : e) total = detail::checked_mul(total, x);
+  auto sent = [&](std::size_t p) {
+    return n > 1 ? detail::checked_mul(detail::checked_mul(elem_bytes, detail::product_except(e, d, d)),
+                                       e[d] - pd.count((p + 1) % n))
+                 : std::size_t{0};
+  };
+  RingCost c;
+  c.steps = n > 1 && total > 0 ? n - 1 : 0;
+  c.bytes = sent(rank);
+  for (std::size_t q = 0; q < n; ++q)
+    if (sent(q) > c.max_bytes) c.max_bytes = sent(q);
+  return c;
+}
+
 /// What one step of a redistribution costs on one rank (see RedistributeCost).
 struct StepCost {
   MeshStep step;
