@@ -7,8 +7,9 @@ set -euo pipefail
 # against FFTW and FFTW-MPI, runs in CI; without them CMake leaves that test and example out.
 # Parallel HDF5 and h5py (about 40 MB) for dsp::hdf5, its tests (test_hdf5, and test_hdf5_h5py, which
 # reads the saved file with Debian's python3-h5py) and the checkpoint example.
+# CLI11 (header-only) for dsp-plan's and dsp-bench's option parsers.
 pkgs=(cmake g++ make libtrilinos-kokkos-dev libopenmpi-dev openmpi-bin doctest-dev libfftw3-dev libfftw3-mpi-dev
-      libhdf5-openmpi-dev python3-h5py)
+      libhdf5-openmpi-dev python3-h5py libcli11-dev)
 [ "${DSP_WITH_BENCH:-0}" = 1 ] && pkgs+=(libbenchmark-dev gnuplot-nox)
 [ "${DSP_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang-14 libclang-rt-14-dev)  # scripts/fuzz.sh (libFuzzer)
 [ "${DSP_WITH_DOCS:-0}" = 1 ] && pkgs+=(doxygen)  # the `docs` target (API reference)

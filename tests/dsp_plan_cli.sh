@@ -1,0 +1,88 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# dsp-plan's command line: good input prints what it should (the Figure 5
+# preset's exact bytes, a recommendation, csv, a calibration), bad input is
+# refused with exit code 2 and a message that names the problem.
+# Usage: dsp_plan_cli.sh DSP_PLAN WORKDIR
+set -u
+plan=$1
+work=$2
+mkdir -p "$work"
+fails=0
+
+# expect RC REGEX ARGS...: dsp-plan ARGS exits with RC and its output (stdout and stderr) matches REGEX.
+expect() {
+  want_rc=$1
+  regex=$2
+  shift 2
+  out=$("$plan" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want_rc" ]; then
+    echo "FAIL: dsp-plan $*: exit code $rc, expected $want_rc"
+    printf '%s\n' "$out" | head -5
+    fails=$((fails + 1))
+  elif ! printf '%s\n' "$out" | grep -Eq -- "$regex"; then
+    echo "FAIL: dsp-plan $*: output does not match /$regex/:"
+    printf '%s\n' "$out" | head -5
+    fails=$((fails + 1))
+  else
+    echo "ok: dsp-plan $* -> $rc, /$regex/"
+  fi
+}
+
+# Good input.
+expect 0 '^720M +0\.5M dsp +2,64 +1 +603979776 ' --preset paper-fig5
+expect 0 '^3B +4\.0M megatron-sp +/ ' --preset paper-fig5
+expect 0 'FLOP/s per GPU, 0\.5M -> 4M' --preset paper-fig5
+expect 0 '^720M,128,524288,dsp,2,64,1,603979776,' --preset paper-fig5 --format csv
+expect 0 '^ +64 one SP group, batch +dsp +64 +1 ' --preset paper-fig7
+expect 0 '^# recommended: dsp with SP 8 x DP 16' --model 720M --temporal 1024 --gpus 128
+expect 0 '^dsp,4,2,1,1,' --model 3B --temporal 128 --gpus 8 --format csv
+expect 0 'cannot run: SP 8 > 4 heads' --layers 4 --hidden 256 --heads 4 --temporal 64 --spatial 256 --gpus 8 --sp 8
+expect 0 'Usage' --help
+
+expect 0 '^# recommended: none: nothing runs and fits; the least memory is' --model 720M --temporal 128 --gpus 8 --resident-gb 100
+expect 0 '^# recommended: no sequence parallelism: DP 16' --layers 4 --hidden 256 --heads 4 --temporal 16 --spatial 64 --gpus 16
+expect 0 'h100 \(modified\)' --model 720M --temporal 128 --gpus 8 --inter-gbs 20
+
+# A calibration file in dsp-bench's csv format: 4 ranks of one node.
+cat >"$work/intra.csv" <<'CSV'
+op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape
+alltoall,4,mpi,1,1048576,262144,float,12.1,0,0,0,-
+alltoall,4,mpi,1,16777216,4194304,float,46,0,0,0,-
+alltoall,4,mpi,1,268435456,67108864,float,560,0,0,0,-
+CSV
+expect 0 'calibrated from .*intra\.csv: 3 points for the link in a node, 0 across' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+expect 0 'h100\+calibrated' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+
+# Bad input.
+expect 2 'name a model' --temporal 128 --gpus 8
+expect 2 '7B not in' --model 7B --temporal 128 --gpus 8
+expect 2 '--temporal is required' --model 720M --gpus 8
+expect 2 '--gpus is required' --model 720M --temporal 128
+expect 2 '--gpus: must be between 1 and 1048576, not 0' --model 720M --temporal 128 --gpus 0
+expect 2 "--gpus: 'abc' is not a whole number" --model 720M --temporal 128 --gpus abc
+expect 2 '--intra-gbs: must be a positive number, not 0' --model 720M --temporal 128 --gpus 8 --intra-gbs 0
+expect 2 '--peak-tflops: must be a positive number, not nan' --model 720M --temporal 128 --gpus 8 --peak-tflops nan
+expect 2 '--sp 5 does not divide --gpus 12' --model 720M --temporal 128 --gpus 12 --sp 5
+expect 2 "--sp: 'x' is not a positive integer" --model 720M --temporal 128 --gpus 8 --sp 2,x
+expect 2 "^--strategies: unknown strategy 'zigzag'" --model 720M --temporal 128 --gpus 8 --strategies dsp,zigzag
+expect 2 '--hidden 100 is no multiple of --heads 3' --layers 4 --hidden 100 --heads 3 --temporal 8 --gpus 4
+expect 2 '--preset excludes --model' --preset paper-fig5 --model 720M
+expect 2 'fig9 not in' --preset fig9
+expect 2 '--efficiency: must be at most 1, not 2' --model 720M --temporal 128 --gpus 8 --efficiency 2
+expect 2 'File does not exist' --model 720M --temporal 128 --gpus 8 --calibrate "$work/none.csv"
+expect 2 'not expected: --bogus' --model 720M --temporal 128 --gpus 8 --bogus
+expect 2 "^--sp: 2 is named twice" --model 720M --temporal 128 --gpus 8 --sp 2,2
+expect 2 "^--strategies: 'dsp' is named twice" --model 720M --temporal 128 --gpus 8 --strategies dsp,ring,dsp
+expect 2 '^dsp-plan: the tensors are too large to count in bytes' --model 720M --temporal 1073741824 --spatial 1073741824 --gpus 8
+printf 'a,b\n1,2\n' >"$work/bad.csv"
+expect 2 "bad\.csv has no 'op' column" --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad.csv"
+printf 'op,ranks,size,time_us\nalltoall,4,12x,3\n' >"$work/bad2.csv"
+expect 2 'bad2\.csv line 2 does not parse' --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad2.csv"
+
+if [ "$fails" -ne 0 ]; then
+  echo "$fails dsp-plan check(s) failed"
+  exit 1
+fi
+echo "all dsp-plan checks passed"

@@ -1,0 +1,473 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp-plan: which sequence-parallel strategy and which SP x DP mesh, before
+// renting the GPUs. Prices each strategy's exact per-layer traffic (dsp's cost
+// model) on a cluster model (include/dsp/model/), with compute and memory, and
+// recommends one; --preset prints the DSP paper's Figures 5 and 7 as the
+// model predicts them. docs/cluster-model.md explains the model.
+//
+//   dsp-plan --model 720M --temporal 1024 --gpus 128
+//   dsp-plan --model 3B --temporal 512 --gpus 64 --calibrate intra.csv --calibrate inter.csv
+//   dsp-plan --preset paper-fig5
+#include <dsp/model.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace dsp::model;
+
+constexpr double GiB = 1024.0 * 1024 * 1024;
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string describe(const Cluster& c) {
+  return c.name + " (" + std::to_string(c.gpus_per_node) + " GPUs per node; in a node " +
+         fmt("%.0f", c.intra.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.intra.latency * 1e6) + " us; across nodes " +
+         fmt("%.1f", c.inter.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.inter.latency * 1e6) + " us; " +
+         fmt("%.0f", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.0f", c.efficiency * 100) + "%; " +
+         fmt("%.0f", c.memory_bytes / GiB) + " GiB per GPU)";
+}
+
+std::string describe(const Transformer& m) {
+  return m.name + " (" + std::to_string(m.layers) + " layers, hidden " + std::to_string(m.hidden) + ", " +
+         std::to_string(m.heads) + " heads, MLP x" + std::to_string(m.mlp_ratio) + ", " + std::to_string(m.mlps) +
+         " MLP(s) and " +
+         (m.cross_tokens ? "cross-attention to " + std::to_string(m.cross_tokens) + " text tokens"
+                         : std::string("no cross-attention")) +
+         " per layer; " + fmt("%.2f", m.parameters() / 1e9) + " B parameters)";
+}
+
+void print_predictions(const std::vector<Prediction>& ps, const std::string& format) {
+  if (format == "csv") {
+    std::cout << "strategy,sp,dp,runs,fits,layer_bytes,layer_ops,comm_s,compute_s,dp_s,step_s,tokens_per_s,"
+                 "model_tflops_per_gpu,memory_gib,note\n";
+    for (const auto& p : ps)
+      std::cout << name(p.strategy) << ',' << p.sp << ',' << p.dp << ',' << p.runs << ',' << p.fits << ','
+                << p.layer_bytes << ',' << p.layer_operations << ',' << p.comm_time << ',' << p.compute_time << ','
+                << p.dp_time << ',' << p.step_time << ',' << p.tokens_per_second << ',' << p.flops_per_gpu() / 1e12
+                << ',' << p.memory_bytes / GiB << ',' << p.why << '\n';
+    return;
+  }
+  std::printf("%-12s %4s %4s %16s %4s %9s %9s %8s %9s %12s %8s %8s  %s\n", "strategy", "SP", "DP", "layer bytes/GPU",
+              "ops", "comm s", "compute s", "DP s", "step s", "tokens/s", "TFLOP/s", "GiB/GPU", "note");
+  for (const auto& p : ps) {
+    if (!p.runs) {
+      std::printf("%-12s %4d %4d %16s  cannot run: %s\n", name(p.strategy), p.sp, p.dp, "-", p.why.c_str());
+      continue;
+    }
+    std::string note = p.fits ? "" : "does not fit: " + p.why;
+    std::printf("%-12s %4d %4d %16zu %4zu %9.3f %9.3f %8.3f %9.3f %12.0f %8.1f %8.1f  %s\n", name(p.strategy), p.sp,
+                p.dp, p.layer_bytes, p.layer_operations, p.comm_time, p.compute_time, p.dp_time, p.step_time,
+                p.tokens_per_second, p.flops_per_gpu() / 1e12, p.memory_bytes / GiB, note.c_str());
+  }
+}
+
+int plan(const Cluster& c, const Transformer& m, const Workload& w, int gpus, const std::vector<Strategy>& strategies,
+         const std::vector<int>& sps, const std::string& format) {
+  std::vector<Prediction> ps;
+  if (sps.empty()) {
+    ps = predict_all(c, m, w, gpus, strategies);
+  } else {
+    for (Strategy s : strategies)
+      for (int sp : sps) ps.push_back(predict(c, m, w, s, sp, gpus / sp));
+  }
+  const Prediction* best = recommend(ps);
+  if (format == "text") {
+    std::cout << "# dsp-plan: " << describe(m) << "\n# " << w.batch << " x " << w.temporal << " x " << w.spatial
+              << " tokens per SP group (batch x temporal x spatial), " << w.elem_bytes << "-byte elements, "
+              << (w.recompute ? "recomputation" : "no recomputation") << "; " << gpus << " GPUs of " << describe(c)
+              << "\n# per training step; layer bytes: the busiest GPU's per layer, forward "
+              << "(dsp's cost model); tokens/s: the whole job's\n";
+  }
+  print_predictions(ps, format);
+  if (format == "text") {
+    if (best && best->sp == 1) {
+      std::cout << "# recommended: no sequence parallelism: DP " << best->dp << " (every strategy is plain data "
+                << "parallelism at SP 1): " << fmt("%.3f", best->step_time) << " s per step, "
+                << fmt("%.0f", best->tokens_per_second) << " tokens/s, " << fmt("%.1f", best->memory_bytes / GiB)
+                << " GiB per GPU\n";
+    } else if (best) {
+      std::cout << "# recommended: " << name(best->strategy) << " with SP " << best->sp << " x DP " << best->dp << ": "
+                << fmt("%.3f", best->step_time) << " s per step, " << fmt("%.0f", best->tokens_per_second)
+                << " tokens/s, " << fmt("%.1f", best->memory_bytes / GiB) << " GiB per GPU\n";
+    } else {
+      // Say how far off the closest row is, and which knobs move it.
+      const Prediction* least = nullptr;
+      for (const auto& p : ps)
+        if (p.runs && (!least || p.memory_bytes < least->memory_bytes)) least = &p;
+      std::cout << "# recommended: none: nothing runs and fits";
+      if (least)
+        std::cout << "; the least memory is " << fmt("%.1f", least->memory_bytes / GiB) << " GiB per GPU ("
+                  << name(least->strategy) << " SP " << least->sp << ") of " << fmt("%.1f", c.memory_bytes / GiB)
+                  << " GiB: a larger SP (more GPUs), a shorter sequence, a smaller batch or less resident memory";
+      std::cout << "\n";
+    }
+  }
+  return 0;
+}
+
+int paper_fig5(const Cluster& c, const std::string& format) {
+  const auto table = paper_table5();
+  const auto rows = figure5(c, table);
+  if (format == "csv") {
+    std::cout << "model,temporal,tokens,strategy,paper_sp,paper_dp,model_sp,layer_bytes,comm_s,compute_s,dp_s,step_s,"
+                 "tokens_per_s,model_tflops_per_gpu,memory_gib,dsp_speedup\n";
+  } else {
+    std::cout << "# dsp-plan --preset paper-fig5: the DSP paper's Figure 5 (Table 5's meshes on " << paper_gpus
+              << " GPUs, spatial 4096, one sample per SP group, bf16, recomputation, 9.5 GB frozen text encoder)\n"
+              << "# cluster: " << describe(c) << "\n"
+              << "# SP,DP: Table 5's mesh (/: did not run); model SP: the smallest SP the model finds fitting (0: "
+                 "none); x DSP: DSP's predicted throughput over this method's\n";
+    std::printf("%-5s %6s %-12s %7s %8s %16s %8s %9s %8s %8s %12s %8s %7s %7s\n", "model", "tokens", "method", "SP,DP",
+                "model SP", "layer bytes/GPU", "comm s", "compute s", "DP s", "step s", "tokens/s", "TFLOP/s", "GiB",
+                "x DSP");
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    const Prediction& dsp = rows[i - (i % all_strategies.size())].prediction;
+    const Prediction& p = r.prediction;
+    const double tokens = double(r.point->temporal) * 4096;
+    const double speedup = r.paper_sp > 0 && p.tokens_per_second > 0 ? dsp.tokens_per_second / p.tokens_per_second : 0;
+    const std::string tok = fmt("%.1fM", tokens / (1024.0 * 1024));
+    if (format == "csv") {
+      // Table 5's "/" (did not run): the mesh and prediction fields stay empty.
+      std::cout << r.point->model.name << ',' << r.point->temporal << ',' << std::size_t(tokens) << ','
+                << name(r.strategy) << ',';
+      if (r.paper_sp == 0) {
+        std::cout << ",," << r.model_sp << ",,,,,,,,,\n";
+        continue;
+      }
+      std::cout << r.paper_sp << ',' << paper_gpus / r.paper_sp << ',' << r.model_sp << ',' << p.layer_bytes << ','
+                << p.comm_time << ',' << p.compute_time << ',' << p.dp_time << ',' << p.step_time << ','
+                << fmt("%.0f", p.tokens_per_second) << ',' << p.flops_per_gpu() / 1e12 << ',' << p.memory_bytes / GiB
+                << ',' << speedup << '\n';
+      continue;
+    }
+    if (r.paper_sp == 0) {
+      std::printf("%-5s %6s %-12s %7s %8d %16s\n", r.point->model.name.c_str(), tok.c_str(), name(r.strategy), "/",
+                  r.model_sp, "-");
+      continue;
+    }
+    const std::string mesh = std::to_string(r.paper_sp) + "," + std::to_string(paper_gpus / r.paper_sp);
+    std::printf("%-5s %6s %-12s %7s %8d %16zu %8.3f %9.3f %8.3f %8.3f %12.0f %8.1f %7.1f %7.2f\n",
+                r.point->model.name.c_str(), tok.c_str(), name(r.strategy), mesh.c_str(), r.model_sp, p.layer_bytes,
+                p.comm_time, p.compute_time, p.dp_time, p.step_time, p.tokens_per_second, p.flops_per_gpu() / 1e12,
+                p.memory_bytes / GiB, speedup);
+  }
+  if (format == "csv") return 0;
+  // The FLOPS drop from 0.5M to 4M tokens per method, where it ran at both.
+  std::cout << "# FLOP/s per GPU, 0.5M -> 4M tokens (model FLOPs: 3 x forward):\n";
+  for (const char* mname : {"720M", "3B"})
+    for (std::size_t k = 0; k < all_strategies.size(); ++k) {
+      const Figure5Row *lo = nullptr, *hi = nullptr;
+      for (const auto& r : rows)
+        if (r.point->model.name == mname && r.strategy == all_strategies[k] && r.paper_sp > 0) {
+          if (r.point->temporal == 128) lo = &r;
+          hi = &r;
+        }
+      if (!lo || !hi) continue;
+      const double a = lo->prediction.flops_per_gpu(), b = hi->prediction.flops_per_gpu();
+      std::printf("#   %-4s %-12s %7.1f -> %7.1f TFLOP/s at %.1fM tokens: %+.0f%%\n", mname, name(all_strategies[k]),
+                  a / 1e12, b / 1e12, double(hi->point->temporal) * 4096 / (1024.0 * 1024), (b / a - 1) * 100);
+    }
+  std::cout << "# the paper: DSP over Ulysses +32% to +75%, over the others up to 10x; from 0.5M to 4M tokens DSP's "
+               "FLOPS drop at most 23%, the others' at least 40%\n";
+  return 0;
+}
+
+int paper_fig7(const Cluster& c, const std::string& format) {
+  const auto rows = figure7(c);
+  if (format == "csv") {
+    std::cout << "gpus,layout,strategy,sp,dp,batch,runs,step_s,tokens_per_s,efficiency\n";
+  } else {
+    std::cout << "# dsp-plan --preset paper-fig7: the DSP paper's weak scaling (Table 7: 3B, temporal 128, spatial "
+                 "4096, one sample per 8 GPUs)\n# cluster: "
+              << describe(c) << "\n# efficiency: tokens/s per GPU over the 8-GPU point's\n";
+    std::printf("%5s %-22s %-8s %4s %4s %9s %12s %10s\n", "GPUs", "layout", "method", "SP", "DP", "step s", "tokens/s",
+                "efficiency");
+  }
+  for (const auto& r : rows) {
+    const Prediction& p = r.prediction;
+    const char* layout = r.one_group ? "one SP group, batch" : "SP 8 per node, DP";
+    if (format == "csv") {
+      std::cout << r.gpus << ',' << (r.one_group ? "one-group" : "sp8-dp") << ',' << name(r.strategy) << ',' << p.sp
+                << ',' << p.dp << ',' << r.gpus / 8 << ',' << p.runs << ',';
+      if (p.runs) std::cout << p.step_time << ',' << fmt("%.0f", p.tokens_per_second) << ',' << r.efficiency << '\n';
+      else std::cout << ",,\n";
+    } else if (!p.runs) {
+      std::printf("%5d %-22s %-8s %4d %4d   cannot run: %s\n", r.gpus, layout, name(r.strategy), p.sp, p.dp,
+                  p.why.c_str());
+    } else {
+      std::printf("%5d %-22s %-8s %4d %4d %9.3f %12.0f %9.0f%%\n", r.gpus, layout, name(r.strategy), p.sp, p.dp,
+                  p.step_time, p.tokens_per_second, r.efficiency * 100);
+    }
+  }
+  if (format == "text") std::cout << "# the paper: DSP loses only 15% from 8 to 64 GPUs\n";
+  return 0;
+}
+
+// Validators with messages a user reads (CLI11's ranges print the type's
+// limits, e.g. 1.8e308 written out, and call a word "not in range").
+CLI::Validator positive_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size()) return "'" + s + "' is not a number";
+        if (!std::isfinite(v) || !(v > 0)) return "must be a positive number, not " + s;
+        return "";
+      },
+      "> 0");
+}
+CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::size_t used = 0;
+        double v = 0;
+        try {
+          v = std::stod(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size()) return "'" + s + "' is not a number";
+        if (!std::isfinite(v) || v < 0) return "must be a number >= 0, not " + s;
+        return "";
+      },
+      ">= 0");
+}
+CLI::Validator whole(long long lo, long long hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size()) return "'" + s + "' is not a whole number";
+        if (v < lo || v > hi)
+          return "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", not " + s;
+        return "";
+      },
+      std::to_string(lo) + ".." + std::to_string(hi));
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : s) {
+    if (ch == ',') out.push_back(cur), cur.clear();
+    else cur += ch;
+  }
+  out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "dsp-plan: predicts, per sequence-parallel strategy (DSP, DeepSpeed-Ulysses, Megatron-SP, Ring-Attention) and "
+      "SP x DP mesh, a spatial-temporal transformer's training step on a GPU cluster: communication (the exact bytes "
+      "of dsp's cost model, priced by a hierarchical alpha-beta model), compute, and memory per GPU; and recommends "
+      "the fastest that fits.",
+      "dsp-plan"};
+  app.footer(
+      "Examples:\n"
+      "  dsp-plan --model 720M --temporal 1024 --gpus 128\n"
+      "  dsp-plan --layers 24 --hidden 1024 --heads 16 --temporal 256 --spatial 1024 --gpus 16 --strategies "
+      "dsp,ulysses\n"
+      "  dsp-plan --model 3B --temporal 512 --gpus 64 --calibrate intra.csv --calibrate inter.csv\n"
+      "  dsp-plan --preset paper-fig5\n"
+      "Calibration: run dsp-bench -o alltoall -b 1M -e 1G -F csv -O FILE on the ranks of one node (fits the link "
+      "inside a node) and across nodes (fits the link between nodes), then pass each FILE to --calibrate.\n"
+      "The model, its assumptions and the paper comparison: docs/cluster-model.md, docs/paper-reproduction.md.");
+
+  std::string preset, model_name, cluster_name = "h100", format = "text",
+                                  strategy_list = "dsp,ulysses,megatron-sp,ring", sp_list;
+  std::optional<std::size_t> layers, hidden, heads, mlp_ratio, cross_tokens, mlps;
+  std::size_t temporal = 0, spatial = 4096, batch = 1, elem_bytes = 2;
+  int gpus = 0;
+  bool no_recompute = false;
+  std::optional<double> resident_gb;
+  std::optional<int> gpn;
+  std::optional<double> intra_gbs, inter_gbs, intra_us, inter_us, peak_tflops, efficiency, memory_gib;
+  std::vector<std::string> calibrate_files;
+
+  auto* o_preset = app.add_option("--preset", preset,
+                                  "print a paper experiment: paper-fig5 (Figure 5 on Table 5's "
+                                  "meshes) or paper-fig7 (Figure 7's weak scaling)")
+                       ->check(CLI::IsMember({"paper-fig5", "paper-fig7"}));
+  auto* o_model = app.add_option("--model", model_name,
+                                 "the paper's models: 720M or 3B (Table 4); the options "
+                                 "below override its numbers")
+                      ->check(CLI::IsMember({"720M", "3B"}, CLI::ignore_case));
+  auto* o_layers =
+      app.add_option("--layers", layers, "layers (a spatial and a temporal attention each)")->check(whole(1, 100000));
+  auto* o_hidden = app.add_option("--hidden", hidden, "hidden size C")->check(whole(1, 1LL << 20));
+  auto* o_heads =
+      app.add_option("--heads", heads, "attention heads (a divisor of --hidden)")->check(whole(1, 1LL << 20));
+  auto* o_ratio = app.add_option("--mlp-ratio", mlp_ratio, "MLP width over hidden [4]")->check(whole(1, 64));
+  auto* o_cross = app.add_option("--cross-tokens", cross_tokens, "text tokens of the cross-attention, 0: none [120]")
+                      ->check(whole(0, 1LL << 20));
+  auto* o_mlps = app.add_option("--mlps", mlps, "MLPs per layer [1]")->check(whole(1, 16));
+  auto* o_temporal =
+      app.add_option("--temporal", temporal, "temporal length T (frames after patching)")->check(whole(1, 1LL << 30));
+  auto* o_spatial =
+      app.add_option("--spatial", spatial, "spatial length S (patches per frame) [4096]")->check(whole(1, 1LL << 30));
+  auto* o_batch = app.add_option("--batch", batch, "samples per SP group [1]")->check(whole(1, 1LL << 20));
+  auto* o_gpus = app.add_option("--gpus", gpus, "GPUs in all (SP x DP)")->check(whole(1, 1 << 20));
+  auto* o_strat =
+      app.add_option("--strategies", strategy_list, "comma-separated: dsp, ulysses, megatron-sp, ring [all]");
+  auto* o_sp =
+      app.add_option("--sp", sp_list, "comma-separated SP sizes to price (divisors of --gpus) [every divisor]");
+  auto* o_bytes = app.add_option("--element-bytes", elem_bytes, "bytes per activation element [2: bf16]")
+                      ->check(CLI::IsMember({1, 2, 4, 8}));
+  auto* o_norec =
+      app.add_flag("--no-recompute", no_recompute, "keep every layer's activations (no gradient checkpointing)");
+  auto* o_res = app.add_option("--resident-gb", resident_gb, "GB per GPU of frozen models the job keeps there [0]")
+                    ->check(non_negative_number());
+  app.add_option("--cluster", cluster_name, "cluster preset [h100]")->check(CLI::IsMember(cluster_presets()));
+  app.add_option("--gpus-per-node", gpn, "GPUs per node")->check(whole(1, 1 << 16));
+  app.add_option("--intra-gbs", intra_gbs, "achieved GB/s per GPU inside a node")->check(positive_number());
+  app.add_option("--inter-gbs", inter_gbs, "achieved GB/s per GPU across nodes")->check(positive_number());
+  app.add_option("--intra-latency-us", intra_us, "latency per collective step inside a node, us")
+      ->check(non_negative_number());
+  app.add_option("--inter-latency-us", inter_us, "latency per collective step across nodes, us")
+      ->check(non_negative_number());
+  app.add_option("--peak-tflops", peak_tflops, "dense TFLOP/s per GPU in the training precision")
+      ->check(positive_number());
+  app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")
+      ->check(positive_number() &
+              CLI::Validator(
+                  [](std::string& v) -> std::string { return std::stod(v) <= 1 ? "" : "must be at most 1, not " + v; },
+                  "<= 1"));
+  app.add_option("--memory-gib", memory_gib, "GiB per GPU the job may use")->check(positive_number());
+  app.add_option("--calibrate", calibrate_files,
+                 "dsp-bench -F csv output (alltoall rows) to fit the links to; "
+                 "repeatable (one node's run, a run across nodes)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--format", format, "text or csv [text]")->check(CLI::IsMember({"text", "csv"}));
+  for (auto* o : {o_model, o_layers, o_hidden, o_heads, o_ratio, o_cross, o_mlps, o_temporal, o_spatial, o_batch,
+                  o_gpus, o_strat, o_sp, o_bytes, o_norec, o_res})
+    o_preset->excludes(o);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints the message (or the help); every refusal exits with 2, as dsp-plan's own.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    Cluster c = cluster_preset(cluster_name);
+    if (gpn) c.gpus_per_node = *gpn;
+    for (const auto& f : calibrate_files) {
+      std::ifstream in(f);
+      if (!in) throw dsp::InvalidArgument("dsp-plan: cannot read " + f);
+      const Calibration cal = calibrate(c, read_bench_csv(in, f));
+      if (format == "text")
+        std::cout << "# calibrated from " << f << ": " << cal.intra_points << " points for the link in a node, "
+                  << cal.inter_points << " across nodes\n";
+    }
+    // --gpus-per-node applies before the fit (it decides which link a file's runs
+    // measure); the other numbers after it, so that they override it.
+    const bool overridden = intra_gbs || inter_gbs || intra_us || inter_us || peak_tflops || efficiency || memory_gib;
+    if (gpn || overridden) c.name += " (modified)";
+    if (intra_gbs) c.intra.bandwidth = *intra_gbs * 1e9;
+    if (inter_gbs) c.inter.bandwidth = *inter_gbs * 1e9;
+    if (intra_us) c.intra.latency = *intra_us * 1e-6;
+    if (inter_us) c.inter.latency = *inter_us * 1e-6;
+    if (peak_tflops) c.peak_flops = *peak_tflops * 1e12;
+    if (efficiency) c.efficiency = *efficiency;
+    if (memory_gib) c.memory_bytes = *memory_gib * GiB;
+    check(c);
+
+    if (preset == "paper-fig5") return paper_fig5(c, format);
+    if (preset == "paper-fig7") return paper_fig7(c, format);
+
+    Transformer m;
+    if (!model_name.empty()) {
+      m = model_preset(model_name);
+    } else if (!layers || !hidden || !heads) {
+      throw dsp::InvalidArgument(
+          "dsp-plan: name a model: --model 720M|3B, or --layers, --hidden and --heads "
+          "(or --preset paper-fig5 | paper-fig7)");
+    }
+    if (layers) m.layers = *layers;
+    if (hidden) m.hidden = *hidden;
+    if (heads) m.heads = *heads;
+    if (mlp_ratio) m.mlp_ratio = *mlp_ratio;
+    if (cross_tokens) m.cross_tokens = *cross_tokens;
+    if (mlps) m.mlps = *mlps;
+    if (m.hidden % m.heads != 0)
+      throw dsp::InvalidArgument("dsp-plan: --hidden " + std::to_string(m.hidden) + " is no multiple of --heads " +
+                                 std::to_string(m.heads));
+    if (temporal == 0) throw dsp::InvalidArgument("dsp-plan: --temporal is required (the temporal length T)");
+    if (gpus == 0) throw dsp::InvalidArgument("dsp-plan: --gpus is required (GPUs in all)");
+
+    Workload w;
+    w.batch = batch, w.temporal = temporal, w.spatial = spatial, w.elem_bytes = elem_bytes;
+    w.recompute = !no_recompute;
+    if (resident_gb) w.resident_bytes = *resident_gb * 1e9;
+
+    std::vector<Strategy> strategies;
+    for (const auto& s : split(strategy_list)) {
+      Strategy x{};
+      try {
+        x = parse_strategy(s);
+      } catch (const dsp::Error&) {
+        throw dsp::InvalidArgument("--strategies: unknown strategy '" + s +
+                                   "' (known: dsp, ulysses, megatron-sp, ring)");
+      }
+      if (std::find(strategies.begin(), strategies.end(), x) != strategies.end())
+        throw dsp::InvalidArgument("--strategies: '" + s + "' is named twice");
+      strategies.push_back(x);
+    }
+    std::vector<int> sps;
+    if (!sp_list.empty())
+      for (const auto& s : split(sp_list)) {
+        std::size_t used = 0;
+        int v = 0;
+        try {
+          v = std::stoi(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != s.size() || v < 1)
+          throw dsp::InvalidArgument("dsp-plan: --sp: '" + s + "' is not a positive integer");
+        if (gpus % v != 0)
+          throw dsp::InvalidArgument("dsp-plan: --sp " + s + " does not divide --gpus " + std::to_string(gpus));
+        if (std::find(sps.begin(), sps.end(), v) != sps.end())
+          throw dsp::InvalidArgument("--sp: " + s + " is named twice");
+        sps.push_back(v);
+      }
+    return plan(c, m, w, gpus, strategies, sps, format);
+  } catch (const dsp::Error& e) {
+    std::string what = e.what();
+    if (what.find("overflows") != std::string::npos)
+      what = "dsp-plan: the tensors are too large to count in bytes (" + what +
+             "): check --temporal, --spatial, --batch and --hidden";
+    else if (what.rfind("dsp-plan", 0) != 0 && what.rfind("--", 0) != 0) what = "dsp-plan: " + what;
+    std::cerr << what << "\n";
+    return 2;
+  }
+}
