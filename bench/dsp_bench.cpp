@@ -28,6 +28,8 @@
 //   mpirun -np 8 dsp-bench -B nccl -o switch,nccl-alltoall,memcpy -b 1M -e 1G -c 1
 #include "common.hpp"
 
+#include <CLI/CLI.hpp>
+
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 #endif
@@ -40,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -48,10 +51,14 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
+#include <ranges>
 #include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -72,107 +79,210 @@ struct Options {
   bool agreement = true;
 };
 
-// Prints the help (rank 0) and ends the run; every rank parses the same
-// arguments, so every rank gets here and MPI is finalized on all of them.
-[[noreturn]] void usage(int rc) {
-  int init = 0, rank = 0;
-  MPI_Initialized(&init);
-  if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const char* help =
-      "usage: dsp-bench [options]\n"
-      "  -b, --minbytes N     smallest size in bytes per rank (K, M, G suffixes)   [32]\n"
-      "  -e, --maxbytes N     largest size                                         [32M]\n"
-      "  -f, --stepfactor F   multiply the size by F each step                      [2]\n"
-      "  -i, --stepbytes N    add N bytes each step instead\n"
-      "  -n, --iters N        timed iterations per size                             [20]\n"
-      "  -w, --warmup_iters N untimed iterations first                              [5]\n"
-      "  -c, --check 0|1      check every element against the reference             [1]\n"
-      "                       (0: no check, and #wrong is reported as -1)\n"
-      "  -d, --datatype T     float double int32 int64 int8 uint8                   [float]\n"
-      "  -o, --op OP[,OP...]  alltoall | allgather | switch (one table each)       [switch]\n"
-      "                       references for the switch's shape: mpi-alltoall (raw MPI_Alltoall of\n"
-      "                       the same bytes), mpi-alltoallw (subarray datatypes, dims 0,1, float),\n"
-      "                       memcpy (of the local block); with -B nccl: nccl-alltoall (ncclAlltoAll\n"
-      "                       of the same bytes) and memcpy (device to device)\n"
-      "      --dims I,J       switch: Sharded<I> -> Sharded<J> of a rank-3 tensor   [0,1]\n"
-      "      --inner N        switch: extent of the last dim                        [32]\n"
-      "  pack, unpack (ops):  the switch's pack or unpack kernel alone, on the backend's memory and\n"
-      "                       execution space: rank 0's alltoallv plan among --peers ranks, size\n"
-      "                       about rank 0's block (compare with memcpy at 1 rank)\n"
-      "      --peers P        pack, unpack: ranks of the plan (0: this run's)       [0]\n"
-      "      --batch N        switch: N tensors of that shape in one dsp::batch (1, 3)  [1]\n"
-      "                       (size, count: per tensor; algbw counts all N)\n"
-      "      --wire W         switch: exact | bf16 (float; checked within 2^-8 |x|)   [exact]\n"
-      "  -a, --agreement 0|1  dsp's cross-rank agreement check                      [1]\n"
-      "  -B, --backend NAME   mpi (host memory) | nccl (device memory, one GPU per rank;  [mpi]\n"
-      "                       only in builds with dsp::nccl and a CUDA Kokkos)\n"
-      "  -F, --format FMT     text | csv | json                                     [text]\n"
-      "  -O, --output FILE    write the table there instead of stdout (rank 0)\n"
-      "\n"
-      "Columns: size (B), count (elements), type, time (us), algbw and busbw (GB/s), #wrong\n"
-      "(-1: not checked), shape (global tensor AxBxC of a switch and its references, - otherwise).\n"
-      "The text table ends with '# Avg bus bandwidth : X' (GB/s, mean busbw over the sizes); with\n"
-      "csv or json on stdout that line goes to stderr, with -O to stdout; json also has avg_busbw.\n";
-  if (rank == 0) std::fputs(help, rc == 0 ? stdout : stderr);
-  if (init) MPI_Finalize();
-  std::exit(rc);
+// The ops -o knows: the collectives, the switch's references and its kernels.
+const std::vector<std::string> known_ops{"switch", "alltoall",      "allgather", "mpi-alltoall", "mpi-alltoallw",
+                                         "memcpy", "nccl-alltoall", "pack",      "unpack"};
+
+// -o's comma-separated list, item by item (empty items included, so that the
+// check below can refuse them).
+std::vector<std::string> split_ops(const std::string& list) {
+  std::vector<std::string> ops;
+  for (const auto op : list | std::views::split(',')) ops.emplace_back(op.begin(), op.end());
+  return ops;
 }
 
-std::size_t parse_size(const std::string& s) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  switch (end && *end ? *end : ' ') {
-    case 'G':
-    case 'g': v *= 1024; [[fallthrough]];
-    case 'M':
-    case 'm': v *= 1024; [[fallthrough]];
-    case 'K':
-    case 'k': v *= 1024; break;
-    default: break;
-  }
-  return static_cast<std::size_t>(v);
+// A size of -b, -e, -i or --inner: a whole number, optionally with a binary
+// suffix K, M or G (1K = 1024; "1.5M" is a size too). A CLI11 transform: it
+// rewrites the value to the plain number that the option then reads, and
+// refuses, naming the value, what strtod used to read a prefix of ("12X",
+// "-5", "", "abc" passed as 12, -5 wrapped around, 0 and 0) and what is
+// below `min`.
+CLI::Validator size_value(std::size_t min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        const std::string given = "'" + s + "'";
+        // from_chars takes a '-' that the check below refuses; its fixed
+        // format keeps out hex, exponents, inf and nan.
+        double v = 0;
+        const char* const last = s.data() + s.size();
+        const auto [end, ec] = std::from_chars(s.data(), last, v, std::chars_format::fixed);
+        if (s.empty() || s[0] == '-' || ec != std::errc{} || last - end > 1)
+          return given + " is not a size (a number, optionally with suffix K, M or G; 1K = 1024)";
+        switch (end == last ? '\0' : *end) {  // '\0': no suffix (no argv string holds one)
+          case 'G':
+          case 'g': v *= 1024; [[fallthrough]];
+          case 'M':
+          case 'm': v *= 1024; [[fallthrough]];
+          case 'K':
+          case 'k': v *= 1024; break;
+          case '\0': break;
+          default: return given + " has an unknown suffix (K, M or G; 1K = 1024)";
+        }
+        if (v != std::floor(v)) return given + " is not a whole number";
+        if (v >= 0x1p64) return given + " is too large";
+        if (v < double(min)) return given + " is below the minimum " + std::to_string(min);
+        s = std::to_string(static_cast<std::uint64_t>(v));
+        return {};
+      },
+      "");
 }
 
-Options parse(int argc, char** argv) {
+// Every rank parses the same argv and so reaches the same verdict; rank 0
+// alone prints it (the help on stdout, exit code 0; a one-line error on
+// stderr, exit code 2), and every rank finalizes MPI before it exits.
+Options parse(int argc, char** argv, int rank) {
   Options o;
-  for (int a = 1; a < argc; ++a) {
-    const std::string k = argv[a];
-    if (k == "-h" || k == "--help") usage(0);
-    if (a + 1 >= argc) usage(2);
-    const std::string v = argv[++a];
-    if (k == "-b" || k == "--minbytes") o.min_bytes = parse_size(v);
-    else if (k == "-e" || k == "--maxbytes") o.max_bytes = parse_size(v);
-    else if (k == "-f" || k == "--stepfactor") o.factor = std::stod(v);
-    else if (k == "-i" || k == "--stepbytes") o.step = parse_size(v);
-    else if (k == "-n" || k == "--iters") o.iters = std::stoi(v);
-    else if (k == "-w" || k == "--warmup_iters") o.warmup = std::stoi(v);
-    else if (k == "-c" || k == "--check") o.check = std::stoi(v) != 0;
-    else if (k == "-d" || k == "--datatype") o.type = v;
-    else if (k == "-o" || k == "--op") o.op = v;
-    else if (k == "--dims") {
-      if (std::sscanf(v.c_str(), "%d,%d", &o.dim_from, &o.dim_to) != 2) usage(2);
-    } else if (k == "--inner") o.inner = parse_size(v);
-    else if (k == "--peers") o.peers = std::stoi(v);
-    else if (k == "--batch") o.batch = std::stoi(v);
-    else if (k == "--wire") o.wire = v;
-    else if (k == "-a" || k == "--agreement") o.agreement = std::stoi(v) != 0;
-    else if (k == "-B" || k == "--backend") o.backend = v;
-    else if (k == "-F" || k == "--format") o.format = v;
-    else if (k == "-O" || k == "--output") o.out = v;
-    else usage(2);
+  CLI::App app{
+      "dsp-bench: a microbenchmark of collectives through dsp, after nccl-tests; one table per op.\n"
+      "Sizes (-b, -e) are bytes per rank: the send buffer for alltoall and switch, the receive\n"
+      "buffer for allgather (nccl-tests' choice).\n",
+      "dsp-bench"};
+  app.footer(
+      "Columns: size (B), count (elements), type, time (us: the median over iterations of the slowest\n"
+      "rank's time), algbw = size / time and busbw = algbw * (n-1)/n (GB/s), #wrong (elements that differ\n"
+      "from the reference, summed over ranks; -1: not checked, with -c 0 and always for the unchecked\n"
+      "references mpi-alltoall and memcpy), shape (the global tensor AxBxC of a switch and its\n"
+      "references, - otherwise). The text table ends with '# Avg bus bandwidth : X' (GB/s, mean busbw\n"
+      "over the sizes); with csv or json on stdout that line goes to stderr, with -O to stdout; json\n"
+      "also has avg_busbw.\n"
+      "\n"
+      "-B nccl (builds with dsp::nccl and a CUDA Kokkos) runs the same ops on dsp::NcclCommunicator with\n"
+      "tensors and buffers in Kokkos::CudaSpace, one GPU per rank (local rank modulo the GPUs seen); each\n"
+      "timed iteration ends with a stream synchronization. alltoall is then one ncclAlltoAll (NCCL 2.28\n"
+      "or newer) or grouped ncclSend/ncclRecv (the header says which), nccl-alltoall the same call on\n"
+      "the switch's bytes, memcpy a device-to-device cudaMemcpyAsync of the local block:\n"
+      "  mpirun -np 8 dsp-bench -B nccl -o switch,nccl-alltoall,memcpy -b 1M -e 1G -c 1");
+  app.get_formatter()->column_width(32);
+  // A repeated option takes its last value, as it always did here (CLI11
+  // refuses repeats by default).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  // --help wins over whatever else the line holds, as it did: raised as it
+  // is read, before the other options are converted and checked.
+  app.set_help_flag();
+  app.add_flag_callback(
+         "-h,--help", [] { throw CLI::CallForHelp(); }, "print this help and exit")
+      ->trigger_on_parse();
+
+  // Range's own description ("INT in [1 - 2147483647]") would crowd the help.
+  const auto at_least = [](int min) { return CLI::Range(min, std::numeric_limits<int>::max()).description(""); };
+  int check = o.check, agreement = o.agreement;  // 0|1, read as integers: non-zero is on
+  std::pair<int, int> dims{o.dim_from, o.dim_to};
+  app.add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes per rank (K, M, G suffixes)")
+      ->transform(size_value(1))
+      ->type_name("N")
+      ->default_str("32");
+  app.add_option("-e,--maxbytes", o.max_bytes, "largest size")
+      ->transform(size_value(1))
+      ->type_name("N")
+      ->default_str("32M");
+  app.add_option("-f,--stepfactor", o.factor, "multiply the size by F each step")
+      ->type_name("F")
+      ->capture_default_str();
+  app.add_option("-i,--stepbytes", o.step, "add N bytes each step instead")->transform(size_value(0))->type_name("N");
+  app.add_option("-n,--iters", o.iters, "timed iterations per size")
+      ->check(at_least(1))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("-w,--warmup_iters", o.warmup, "untimed iterations first")
+      ->check(at_least(0))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("-c,--check", check,
+                 "check every element against the reference\n"
+                 "(0: no check, and #wrong is reported as -1)")
+      ->type_name("0|1")
+      ->capture_default_str();
+  app.add_option("-d,--datatype", o.type, "element type")
+      ->check(CLI::IsMember({"float", "double", "int32", "int64", "int8", "uint8"}))
+      ->type_name("T")
+      ->capture_default_str();
+  app.add_option("-o,--op", o.op,
+                 "alltoall | allgather | switch, one table each; references for the\n"
+                 "switch's shape: mpi-alltoall (raw MPI_Alltoall of the same bytes),\n"
+                 "mpi-alltoallw (subarray datatypes, dims 0,1, float), memcpy (of the\n"
+                 "local block); with -B nccl: nccl-alltoall (ncclAlltoAll of the same\n"
+                 "bytes) and memcpy (device to device). pack, unpack: the switch's pack\n"
+                 "or unpack kernel alone, on the backend's memory and execution space:\n"
+                 "rank 0's alltoallv plan among --peers ranks, size about rank 0's block\n"
+                 "(compare with memcpy at 1 rank)")
+      ->check(CLI::Validator(
+          [](std::string& list) -> std::string {
+            const CLI::IsMember known(known_ops);
+            for (const std::string& op : split_ops(list))
+              if (const std::string why = op.empty() ? "an empty op" : known(op); !why.empty())
+                return "'" + list + "': " + why;
+            return list.empty() ? "no op given" : "";
+          },
+          ""))
+      ->type_name("OP[,OP...]")
+      ->capture_default_str();
+  // Refuses a third number rather than keeping the last two (and so a
+  // repeated --dims too).
+  app.add_option("--dims", dims, "switch: Sharded<I> -> Sharded<J> of a rank-3 tensor")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::Throw)
+      ->check(CLI::Range(0, 2).description(""))
+      ->type_name("I,J")
+      ->default_str("0,1");
+  app.add_option("--inner", o.inner, "switch: extent of the last dim (K, M, G suffixes)")
+      ->transform(size_value(1))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--peers", o.peers, "pack, unpack: ranks of the plan (0: this run's)")
+      ->check(at_least(0))
+      ->type_name("P")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch,
+                 "switch: N tensors of that shape in one dsp::batch\n"
+                 "(size, count: per tensor; algbw counts all N)")
+      ->check(CLI::IsMember({1, 3}))
+      ->type_name("N")
+      ->capture_default_str();
+  app.add_option("--wire", o.wire, "switch: bf16 for -d float only (checked within 2^-8 |x|)")
+      ->check(CLI::IsMember({"exact", "bf16"}))
+      ->type_name("W")
+      ->capture_default_str();
+  app.add_option("-a,--agreement", agreement, "dsp's cross-rank agreement check")
+      ->type_name("0|1")
+      ->capture_default_str();
+  app.add_option("-B,--backend", o.backend,
+                 "mpi: host memory; nccl: device memory, one GPU per rank\n"
+                 "(only in builds with dsp::nccl and a CUDA Kokkos)")
+      ->check(CLI::IsMember({"mpi", "nccl"}))
+      ->type_name("NAME")
+      ->capture_default_str();
+  app.add_option("-F,--format", o.format, "table format")
+      ->check(CLI::IsMember({"text", "csv", "json"}))
+      ->type_name("FMT")
+      ->capture_default_str();
+  app.add_option("-O,--output", o.out, "write the table there instead of stdout (rank 0)")->type_name("FILE");
+  // One line, the option and the reason (CLI11's default adds a second line).
+  app.failure_message(
+      [](const CLI::App*, const CLI::Error& e) { return "dsp-bench: " + std::string(e.what()) + "\n"; });
+
+  try {
+    app.parse(argc, argv);
+    // What no single option can check.
+    if (o.min_bytes > o.max_bytes)
+      throw CLI::ValidationError("--minbytes",
+                                 std::to_string(o.min_bytes) + " is above --maxbytes " + std::to_string(o.max_bytes));
+    if (o.step == 0 && !(o.factor > 1 && std::isfinite(o.factor))) {
+      std::ostringstream f;
+      f << o.factor;
+      throw CLI::ValidationError("--stepfactor", f.str() + " is not a finite factor above 1 (or step by -i N)");
+    }
+    if (o.wire == "bf16" && o.type != "float")
+      throw CLI::ValidationError("--wire", "bf16 is for -d float, not " + o.type);
+  } catch (const CLI::ParseError& e) {
+    std::ostream discard(nullptr);  // no buffer: the other ranks' copies go nowhere
+    const int rc = app.exit(e, rank == 0 ? std::cout : discard, rank == 0 ? std::cerr : discard);
+    MPI_Finalize();
+    std::exit(rc == 0 ? 0 : 2);  // CLI11's own codes (105 and so on) would mean nothing here
   }
-  if (o.iters < 1 || o.warmup < 0 || (o.step == 0 && o.factor <= 1) || o.min_bytes == 0 || o.min_bytes > o.max_bytes ||
-      o.dim_from < 0 || o.dim_from > 2 || o.dim_to < 0 || o.dim_to > 2 || o.inner == 0 || o.peers < 0 ||
-      (o.batch != 1 && o.batch != 3) || (o.wire != "exact" && (o.wire != "bf16" || o.type != "float")))
-    usage(2);
-  std::stringstream list(o.op);
-  static const std::vector<std::string> known{"switch", "alltoall",      "allgather", "mpi-alltoall", "mpi-alltoallw",
-                                              "memcpy", "nccl-alltoall", "pack",      "unpack"};
-  for (std::string op; std::getline(list, op, ',');) {
-    if (std::find(known.begin(), known.end(), op) == known.end()) usage(2);
-    o.ops.push_back(op);
-  }
-  if (o.ops.empty()) usage(2);
+  o.check = check != 0;
+  o.agreement = agreement != 0;
+  std::tie(o.dim_from, o.dim_to) = dims;
+  o.ops = split_ops(o.op);
   o.op = o.ops.front();
   return o;
 }
@@ -698,7 +808,7 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1, rc = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  const Options o = parse(argc, argv);
+  const Options o = parse(argc, argv, rank);
 #if defined(KOKKOS_ENABLE_CUDA)
   int device = 0;
   if (!pick_device(rank, device)) {
