@@ -37,7 +37,7 @@ std::string describe(const Cluster& c) {
   return c.name + " (" + std::to_string(c.gpus_per_node) + " GPUs per node; in a node " +
          fmt("%.0f", c.intra.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.intra.latency * 1e6) + " us; across nodes " +
          fmt("%.1f", c.inter.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.inter.latency * 1e6) + " us; " +
-         fmt("%.0f", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.0f", c.efficiency * 100) + "%; " +
+         fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.0f", c.efficiency * 100) + "%; " +
          fmt("%.0f", c.memory_bytes / GiB) + " GiB per GPU)";
 }
 
@@ -221,9 +221,10 @@ int paper_fig7(const Cluster& c, const std::string& format) {
 
 // Validators with messages a user reads (CLI11's ranges print the type's
 // limits, e.g. 1.8e308 written out, and call a word "not in range").
-CLI::Validator positive_number() {
+/// A finite number, > 0 when `positive`, else >= 0.
+CLI::Validator number(bool positive) {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
+      [positive](std::string& s) -> std::string {
         std::size_t used = 0;
         double v = 0;
         try {
@@ -232,27 +233,14 @@ CLI::Validator positive_number() {
           used = 0;
         }
         if (used == 0 || used != s.size()) return "'" + s + "' is not a number";
-        if (!std::isfinite(v) || !(v > 0)) return "must be a positive number, not " + s;
+        if (!std::isfinite(v) || (positive ? !(v > 0) : v < 0))
+          return std::string(positive ? "must be a positive number" : "must be a number >= 0") + ", not " + s;
         return "";
       },
-      "> 0");
+      positive ? "> 0" : ">= 0");
 }
-CLI::Validator non_negative_number() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        std::size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(s, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != s.size()) return "'" + s + "' is not a number";
-        if (!std::isfinite(v) || v < 0) return "must be a number >= 0, not " + s;
-        return "";
-      },
-      ">= 0");
-}
+CLI::Validator positive_number() { return number(true); }
+CLI::Validator non_negative_number() { return number(false); }
 CLI::Validator whole(long long lo, long long hi) {
   return CLI::Validator(
       [lo, hi](std::string& s) -> std::string {
