@@ -239,8 +239,6 @@ CLI::Validator number(bool positive) {
       },
       positive ? "> 0" : ">= 0");
 }
-CLI::Validator positive_number() { return number(true); }
-CLI::Validator non_negative_number() { return number(false); }
 CLI::Validator whole(long long lo, long long hi) {
   return CLI::Validator(
       [lo, hi](std::string& s) -> std::string {
@@ -257,17 +255,6 @@ CLI::Validator whole(long long lo, long long hi) {
         return "";
       },
       std::to_string(lo) + ".." + std::to_string(hi));
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char ch : s) {
-    if (ch == ',') out.push_back(cur), cur.clear();
-    else cur += ch;
-  }
-  out.push_back(cur);
-  return out;
 }
 
 }  // namespace
@@ -333,23 +320,20 @@ int main(int argc, char** argv) {
   auto* o_norec =
       app.add_flag("--no-recompute", no_recompute, "keep every layer's activations (no gradient checkpointing)");
   auto* o_res = app.add_option("--resident-gb", resident_gb, "GB per GPU of frozen models the job keeps there [0]")
-                    ->check(non_negative_number());
+                    ->check(number(false));
   app.add_option("--cluster", cluster_name, "cluster preset [h100]")->check(CLI::IsMember(cluster_presets()));
   app.add_option("--gpus-per-node", gpn, "GPUs per node")->check(whole(1, 1 << 16));
-  app.add_option("--intra-gbs", intra_gbs, "achieved GB/s per GPU inside a node")->check(positive_number());
-  app.add_option("--inter-gbs", inter_gbs, "achieved GB/s per GPU across nodes")->check(positive_number());
-  app.add_option("--intra-latency-us", intra_us, "latency per collective step inside a node, us")
-      ->check(non_negative_number());
-  app.add_option("--inter-latency-us", inter_us, "latency per collective step across nodes, us")
-      ->check(non_negative_number());
-  app.add_option("--peak-tflops", peak_tflops, "dense TFLOP/s per GPU in the training precision")
-      ->check(positive_number());
+  app.add_option("--intra-gbs", intra_gbs, "achieved GB/s per GPU inside a node")->check(number(true));
+  app.add_option("--inter-gbs", inter_gbs, "achieved GB/s per GPU across nodes")->check(number(true));
+  app.add_option("--intra-latency-us", intra_us, "latency per collective step inside a node, us")->check(number(false));
+  app.add_option("--inter-latency-us", inter_us, "latency per collective step across nodes, us")->check(number(false));
+  app.add_option("--peak-tflops", peak_tflops, "dense TFLOP/s per GPU in the training precision")->check(number(true));
   app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")
-      ->check(positive_number() &
+      ->check(number(true) &
               CLI::Validator(
                   [](std::string& v) -> std::string { return std::stod(v) <= 1 ? "" : "must be at most 1, not " + v; },
                   "<= 1"));
-  app.add_option("--memory-gib", memory_gib, "GiB per GPU the job may use")->check(positive_number());
+  app.add_option("--memory-gib", memory_gib, "GiB per GPU the job may use")->check(number(true));
   app.add_option("--calibrate", calibrate_files,
                  "dsp-bench -F csv output (alltoall rows) to fit the links to; "
                  "repeatable (one node's run, a run across nodes)")
@@ -418,7 +402,7 @@ int main(int argc, char** argv) {
     if (resident_gb) w.resident_bytes = *resident_gb * 1e9;
 
     std::vector<Strategy> strategies;
-    for (const auto& s : split(strategy_list)) {
+    for (const auto& s : detail::split(strategy_list, ',')) {
       Strategy x{};
       try {
         x = parse_strategy(s);
@@ -432,7 +416,7 @@ int main(int argc, char** argv) {
     }
     std::vector<int> sps;
     if (!sp_list.empty())
-      for (const auto& s : split(sp_list)) {
+      for (const auto& s : detail::split(sp_list, ',')) {
         std::size_t used = 0;
         int v = 0;
         try {

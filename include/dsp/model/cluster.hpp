@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <istream>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -105,6 +104,14 @@ inline Group strided_group(const Cluster& c, int n, int stride) {
 }
 
 namespace detail {
+/// `s` cut at every `sep`, empty pieces kept ("a,,b," is a, "", b, "").
+inline std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char ch : s)
+    if (ch == sep) out.emplace_back();
+    else out.back() += ch;
+  return out;
+}
 /// The link a ring over `g` is limited by: across nodes when it spans them.
 inline const Link& ring_link(const Cluster& c, const Group& g) { return g.spans_nodes() ? c.inter : c.intra; }
 }  // namespace detail
@@ -172,16 +179,10 @@ struct BenchRow {
 /// size and time_us; others ignored). `source` names the input in errors.
 /// InvalidArgument for a missing column or a row that does not parse.
 inline std::vector<BenchRow> read_bench_csv(std::istream& in, const std::string& source) {
-  auto split = [](const std::string& line) {
-    std::vector<std::string> f;
-    std::stringstream s(line);
-    for (std::string x; std::getline(s, x, ',');) f.push_back(x);
-    return f;
-  };
   std::string line;
   if (!std::getline(in, line))
     throw InvalidArgument("dsp::model: " + source + " is empty (expected dsp-bench -F csv output)");
-  const auto head = split(line);
+  const auto head = detail::split(line, ',');
   auto column = [&](const char* name) {
     const auto it = std::find(head.begin(), head.end(), name);
     if (it == head.end())
@@ -193,7 +194,7 @@ inline std::vector<BenchRow> read_bench_csv(std::istream& in, const std::string&
   std::vector<BenchRow> rows;
   for (int no = 2; std::getline(in, line); ++no) {
     if (line.empty() || line[0] == '#') continue;
-    const auto f = split(line);
+    const auto f = detail::split(line, ',');
     BenchRow r;
     try {
       if (f.size() <= std::max({c_op, c_ranks, c_size, c_time})) throw std::invalid_argument("short");

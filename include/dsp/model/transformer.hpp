@@ -281,13 +281,15 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
   Prediction p;
   p.strategy = strategy;
   p.sp = sp, p.dp = dp;
-  if ((strategy == Strategy::ulysses || strategy == Strategy::megatron_sp) && std::size_t(sp) > m.heads) {
-    p.runs = false;
-    p.why = "SP " + std::to_string(sp) + " > " + std::to_string(m.heads) + " heads";
-  }
-  if (strategy != Strategy::dsp && strategy != Strategy::ring && m.heads % std::size_t(sp) != 0 && p.runs) {
-    p.runs = false;
-    p.why = std::to_string(m.heads) + " heads do not divide over SP " + std::to_string(sp);
+  // Ulysses and Megatron-SP shard the heads over the SP group.
+  if (strategy == Strategy::ulysses || strategy == Strategy::megatron_sp) {
+    if (std::size_t(sp) > m.heads) {
+      p.runs = false;
+      p.why = "SP " + std::to_string(sp) + " > " + std::to_string(m.heads) + " heads";
+    } else if (m.heads % std::size_t(sp) != 0) {
+      p.runs = false;
+      p.why = std::to_string(m.heads) + " heads do not divide over SP " + std::to_string(sp);
+    }
   }
 
   const Group g = consecutive_group(c, sp);
@@ -349,25 +351,22 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
   const double per_token = 12 * C + (m.cross_tokens ? 3 * C : 0) + (2 * C + 2 * F) * double(m.mlps);
   const double layers_saved = w.recompute ? 1 : L;     // recomputation keeps one layer's activations
   const double checkpoints = w.recompute ? L * C : 0;  // each layer's input
-  double act = 0, buffers = 0;
+  // Megatron-SP splits its activations by heads and columns rather than by
+  // tokens: the same amount per GPU.
+  const double act = per_token * layers_saved * local_tokens;
+  double buffers = 0;
   switch (strategy) {
     case Strategy::dsp:  // the switched tensor and the switch's send and receive buffers
-      act = per_token * layers_saved * local_tokens;
       buffers = 3 * C * local_tokens;
       break;
     case Strategy::ulysses:  // q, k, v and the output in head layout, beside their T-sharded selves
-      act = per_token * layers_saved * local_tokens;
       buffers = 4 * C * local_tokens;
       break;
     case Strategy::ring:  // k and v of the block in flight and the next, dk and dv accumulators
-      act = per_token * layers_saved * local_tokens;
       buffers = 6 * C * local_tokens;
       break;
-    case Strategy::megatron_sp:  // activations inside the sub-blocks are split over SP by heads and
-                                 // columns but cover the whole sequence; each sub-block's gathered
-                                 // input, saved for its first linear layer's weight gradient, and
-                                 // the gradient of one are whole
-      act = per_token * layers_saved * local_tokens;
+    case Strategy::megatron_sp:  // each sub-block's gathered input, saved for its first linear
+                                 // layer's weight gradient, and the gradient of one: whole sequence
       buffers = double(m.sub_blocks() + 1) * C * w.tokens();
       break;
   }
