@@ -9,7 +9,10 @@
 #include <mpi.h>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  // Threads: dsp's model is one communicator per thread, which MPI allows
+  // with MPI_THREAD_MULTIPLE (the tests that use threads skip without it).
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   Kokkos::initialize(argc, argv);
   int rank = 0, failed = 0, any_failed = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -12,10 +12,20 @@
 // as an ordinary array); groups on the way are created. Each element is
 // written once (a replicated block by its lowest rank). save creates the
 // file, or opens it if it exists, and replaces a dataset of the same extents
-// and type. Any failure (a file that cannot be made or opened, a missing
-// dataset, other extents or element type) raises dsp::Error on every rank of
-// the tensor's communicator; load finds all of them but an I/O error during
-// the read itself before it writes to y.
+// and type.
+//
+// Before any file is touched, the ranks agree (dsp's agreement check, on the
+// tensor's world communicator): the operation, the call site, the element
+// type, the global extents, the layout, the settings, then the file and
+// dataset names. A disagreement raises MismatchError on every rank, naming
+// the field, and nothing is written (y is untouched). After that, every
+// collective HDF5 step ends with all ranks learning whether any failed, so
+// a failure raises on every rank; what makes one rank fail alone inside a
+// collective write (a filter this HDF5 lacks) is checked before it. load
+// finds every failure but an I/O error during the read itself before it
+// writes to y. HDF5 here is not thread-safe: one save or load at a time per
+// process (another thread's overlapping call raises UsageError on every
+// rank of its communicator).
 #pragma once
 
 #include <dsp/error.hpp>
@@ -29,9 +39,11 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <source_location>
 #include <string>
 #include <type_traits>
 #include <unistd.h>
@@ -61,6 +73,69 @@ hid_t native_type() {
   else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
   else return H5T_NATIVE_UINT64;
 }
+
+/// An element type as the messages name it.
+template <class T>
+constexpr const char* type_text() {
+  if constexpr (std::is_same_v<T, float>) return "float32 (float)";
+  else if constexpr (std::is_same_v<T, double>) return "float64 (double)";
+  else if constexpr (std::is_same_v<T, std::int8_t>) return "int8";
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
+  else if constexpr (std::is_same_v<T, std::int16_t>) return "int16";
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return "uint16";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else return "uint64";
+}
+
+/// A dataset's element type as text: "float32", "int16", "uint8", or its HDF5 class.
+inline std::string type_text(hid_t t) {
+  const std::string bits = std::to_string(8 * H5Tget_size(t));
+  switch (H5Tget_class(t)) {
+    case H5T_FLOAT: return "float" + bits;
+    case H5T_INTEGER: return (H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int") + bits;
+    case H5T_STRING: return "a string type";
+    case H5T_COMPOUND: return "a compound type";
+    case H5T_ENUM: return "an enum type";
+    case H5T_ARRAY: return "an array type";
+    default: return "an HDF5 type of class " + std::to_string(int(H5Tget_class(t)));
+  }
+}
+
+template <std::size_t R>
+std::string extents_text(const std::array<std::size_t, R>& e) {
+  std::string t = "[";
+  for (std::size_t d = 0; d < R; ++d) {
+    if (d) t += ',';
+    t += std::to_string(e[d]);
+  }
+  return t + "]";
+}
+
+/// One save or load at a time per process: HDF5 here is not thread-safe
+/// (and a thread-safe parallel HDF5 does not exist), so a second thread's
+/// call must not reach it. A flag, not a lock: a thread that waited for
+/// another could deadlock against the other ranks, where the two calls may
+/// hold the flag the other way round. A thread that finds it taken fails
+/// through the agreement, so every rank of its communicator raises.
+inline std::atomic<bool>& io_busy() {
+  static std::atomic<bool> busy{false};
+  return busy;
+}
+class IoTurn {
+ public:
+  IoTurn() : held_(!io_busy().exchange(true, std::memory_order_acquire)) {}
+  ~IoTurn() {
+    if (held_) io_busy().store(false, std::memory_order_release);
+  }
+  IoTurn(const IoTurn&) = delete;
+  IoTurn& operator=(const IoTurn&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  bool held_;
+};
 
 template <class X>
 constexpr bool tensor_ok() {
@@ -119,7 +194,8 @@ class Steps {
   }
   ~Steps() { H5Eset_auto2(H5E_DEFAULT, old_func_, old_data_); }
   /// Every rank: `ok` here; raises on every rank when some rank's is false
-  /// (this rank's message when it failed, the lowest failing rank's otherwise).
+  /// (this rank's message when it failed, the lowest failing rank's, named,
+  /// otherwise).
   void check(bool ok, const std::string& why) {
     int mine = ok ? -1 : rank_, first = -1;
     int flag = ok ? 0 : 1, any = 0;
@@ -127,9 +203,12 @@ class Steps {
     if (!any) return;
     if (mine < 0) mine = 1 << 30;
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_);
+    char text[512] = {};
+    if (rank_ == first) std::memcpy(text, why.data(), std::min(why.size(), sizeof text - 1));
+    MPI_Bcast(text, int(sizeof text), MPI_CHAR, first, comm_);
     const std::string where = std::string(op_) + "(\"" + file_ + "\", \"" + dataset_ + "\")";
     if (!ok) throw Error(where + " (rank " + std::to_string(rank_) + "): " + why);
-    throw MismatchError(where + ": rank " + std::to_string(first) + " failed; see its error");
+    throw MismatchError(where + ": rank " + std::to_string(first) + " failed: " + text);
   }
   int rank() const { return rank_; }
 
@@ -147,6 +226,101 @@ template <class X>
 MPI_Comm mpi_comm_of(const X& x) {
   using G = typename X::communicator_type;
   return dsp::detail::group_traits<G>::world(x.communicator()).native();
+}
+
+/// The world communicator of a tensor's group, as dsp's MPI communicator.
+template <class X>
+const auto& world_of(const X& x) {
+  return dsp::detail::group_traits<typename X::communicator_type>::world(x.communicator());
+}
+
+/// Collective over x's world, before any file is touched: dsp's agreement
+/// check (operation, call site, element type, extents, layout, settings,
+/// this rank's own failure `err`), then the file and dataset names. Every
+/// rank raises on a disagreement or a failure anywhere; a rank whose `turn`
+/// is not held raises UsageError.
+template <class X, class Port>
+void agree_call(Port& port, const X& x, dsp::detail::Op op, const std::string& file, const std::string& dataset,
+                const std::source_location& loc, const IoTurn& turn, std::string err) {
+  using namespace dsp::detail;
+  const char* name = op_name(std::uint32_t(op));
+  const std::string who = std::string(name) + " (rank " + std::to_string(port.rank()) + ")";
+  Signature sig = make_signature<typename X::value_type>(op, x.global_extents(), 0, 0, loc);
+  X::set_layouts(sig, x.communicator());
+  for (std::size_t a = 0; a < kMaxAxes; ++a) sig.dst_layout[a] = sig.src_layout[a];
+  if (!turn.held())
+    err = who +
+          ": another thread of this process is inside dsp::hdf5::save or load; HDF5 here is not thread-safe, so "
+          "dsp::hdf5 runs one call at a time per process: let the threads take turns";
+  else if (!err.empty()) err = who + ": " + err;
+  if (!err.empty()) sig.status = std::uint32_t(Status::bad_argument);
+  try {
+    agree(port, sig, err);
+  } catch (const InvalidArgument& e) {
+    if (!turn.held()) throw UsageError(e.what());
+    throw;
+  }
+  const std::string nothing = op == dsp::detail::Op::hdf5_save ? "; nothing was written" : "; y is unchanged";
+  std::uint64_t mine[2] = {fnv1a(file), fnv1a(dataset)};
+  const std::size_t n = std::size_t(port.size());
+  std::vector<std::uint64_t> all(2 * n);
+  port.control_all_gather(mine, all.data(), sizeof mine);
+  bool same_file = true, same_dataset = true;
+  for (std::size_t r = 0; r < n; ++r)
+    same_file = same_file && all[2 * r] == mine[0], same_dataset = same_dataset && all[2 * r + 1] == mine[1];
+  if (same_file && same_dataset) return;
+  // Every rank saw the difference: the names themselves, to say how they differ.
+  struct Text {
+    char s[248] = {};
+  };
+  const std::string& which = !same_file ? file : dataset;
+  Text t;
+  std::memcpy(t.s, which.data(), std::min(which.size(), sizeof t.s - 1));
+  std::vector<Text> texts(n);
+  port.control_all_gather(&t, texts.data(), sizeof t);
+  std::string list;
+  for (std::size_t r = 0; r < n && r < 16; ++r)
+    list += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " \"" +
+            std::string(texts[r].s, strnlen(texts[r].s, sizeof t.s)) + "\"";
+  if (n > 16) list += ", ... (" + std::to_string(n - 16) + " more ranks)";
+  throw MismatchError(std::string(name) + ": " + (!same_file ? "file names" : "dataset names") + " disagree: " + list +
+                      nothing);
+}
+
+/// A filter the dataset needs that this HDF5 lacks, as text ("" when none).
+/// Checked before a collective write or read: a rank whose chunks need it
+/// fails alone there, and the others wait for it inside HDF5.
+inline std::string missing_filter(hid_t ds) {
+  Handle dcpl(H5Dget_create_plist(ds), H5Pclose);
+  if (!dcpl) return "";
+  const int n = H5Pget_nfilters(dcpl.id);
+  for (int k = 0; k < n; ++k) {
+    unsigned flags = 0, config = 0;
+    std::size_t nvalues = 0;
+    char name[64] = {};
+    const H5Z_filter_t id = H5Pget_filter2(dcpl.id, unsigned(k), &flags, &nvalues, nullptr, sizeof name, name, &config);
+    if (id < 0 || H5Zfilter_avail(id) > 0) continue;
+    return "the dataset is stored through HDF5 filter " + (name[0] ? "\"" + std::string(name) + "\" " : "") + "(id " +
+           std::to_string(id) +
+           "), which this HDF5 does not have (h5py's lzf is one; HDF5_PLUGIN_PATH can name a plugin that adds it)";
+  }
+  return "";
+}
+
+/// What an existing path names, when it is not a dataset ("" when it is one).
+inline std::string not_a_dataset(hid_t file, const std::string& path) {
+  H5L_info_t link{};
+  if (H5Lget_info(file, path.c_str(), &link, H5P_DEFAULT) >= 0 && link.type != H5L_TYPE_HARD &&
+      H5Oexists_by_name(file, path.c_str(), H5P_DEFAULT) <= 0)
+    return "the path is a " + std::string(link.type == H5L_TYPE_SOFT ? "soft" : "external") +
+           " link to an object that does not exist";
+  const hid_t obj = H5Oopen(file, path.c_str(), H5P_DEFAULT);
+  if (obj < 0) return "the path names nothing HDF5 can open";
+  const H5I_type_t type = H5Iget_type(obj);
+  H5Oclose(obj);
+  if (type == H5I_DATASET) return "";
+  if (type == H5I_GROUP) return "the path names a group, not a dataset";
+  return "the path names a named datatype, not a dataset";
 }
 
 /// A file-access property list for MPI-IO on `comm`.
@@ -235,28 +409,33 @@ inline bool exists(hid_t file, const std::vector<std::string>& parts, std::size_
 /// Writes the global tensor `x` as dataset `dataset` (a path; groups on the
 /// way are created) of `file` (created, or opened when it exists). Collective
 /// over x's ranks (for a mesh: every rank of the communicator it was made
-/// from). Errors raise dsp::Error on every rank.
+/// from). Ranks that disagree (names, extents, type, layout, operation)
+/// raise MismatchError before anything is written; other errors raise
+/// dsp::Error on every rank.
 template <class X>
-void save(const X& x, const std::string& file, const std::string& dataset) {
+void save(const X& x, const std::string& file, const std::string& dataset,
+          std::source_location loc = std::source_location::current()) {
   if constexpr (detail::tensor_ok<X>()) {
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename X::layout_type>),
                   "dsp::hdf5::save: a Partial placement holds addends, not the tensor: reduce it first "
                   "(dsp::redistribute to Replicated or Sharded<D>), then save.");
     using T = typename X::value_type;
     constexpr std::size_t R = X::rank;
-    const MPI_Comm comm = detail::mpi_comm_of(x);
-    detail::Steps steps(comm, "dsp::hdf5::save", file, dataset);
-    int n = 1;
-    MPI_Comm_size(comm, &n);
+    const detail::IoTurn turn;
+    dsp::detail::PortOf<std::remove_cvref_t<decltype(detail::world_of(x))>> port(detail::world_of(x));
+    const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::save");
     std::vector<std::string> parts;
-    steps.check(detail::split_path(dataset, parts), "the dataset path is empty");
+    detail::agree_call(port, x, dsp::detail::Op::hdf5_save, file, dataset, loc, turn,
+                       detail::split_path(dataset, parts) ? "" : "the dataset path is empty");
+    const MPI_Comm comm = detail::world_of(x).native();
+    detail::Steps steps(comm, "dsp::hdf5::save", file, dataset);
+    const int n = port.size();
     // Each distinct block is written by its lowest rank.
     const auto off = x.local_offsets(), cnt = x.local_extents();
     std::array<std::size_t, 2 * R> mine{};
     for (std::size_t d = 0; d < R; ++d) mine[d] = off[d], mine[R + d] = cnt[d];
     std::vector<std::size_t> all(std::size_t(n) * 2 * R);
-    MPI_Allgather(mine.data(), int(mine.size() * sizeof(std::size_t)), MPI_BYTE, all.data(),
-                  int(mine.size() * sizeof(std::size_t)), MPI_BYTE, comm);
+    port.control_all_gather(mine.data(), all.data(), mine.size() * sizeof(std::size_t));
     bool writer = true;
     for (int r = 0; r < steps.rank() && writer; ++r)
       writer = !std::equal(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(std::size_t(r) * 2 * R));
@@ -271,21 +450,34 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
     steps.check(bool(f), there ? "cannot open the file for writing (is it an HDF5 file, and writable?)"
                                : "cannot create the file (does its directory exist, and is it writable?)");
     const std::array<std::size_t, R> global = x.global_extents();
+    std::size_t total = 1;
+    for (std::size_t d = 0; d < R; ++d) total *= global[d];
     detail::Handle fspace = detail::block_space<R>(global, off, cnt, writer);
     const std::string path = detail::join_path(parts);
     detail::Handle ds;
     if (detail::exists(f.id, parts, parts.size())) {
+      const std::string what = detail::not_a_dataset(f.id, path);
+      steps.check(what.empty(), what + "; save under another name");
       ds = detail::Handle(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-      bool same = bool(ds);
-      if (same) {
-        detail::Handle type(H5Dget_type(ds.id), H5Tclose), space(H5Dget_space(ds.id), H5Sclose);
-        hsize_t dims[R > 0 ? R : 1] = {};
-        same = type && space && H5Tequal(type.id, detail::native_type<T>()) > 0 &&
-               H5Sget_simple_extent_ndims(space.id) == int(R) &&
-               H5Sget_simple_extent_dims(space.id, dims, nullptr) >= 0;
-        for (std::size_t d = 0; same && d < R; ++d) same = dims[d] == global[d];
+      steps.check(bool(ds), "cannot open the existing dataset");
+      detail::Handle type(H5Dget_type(ds.id), H5Tclose), space(H5Dget_space(ds.id), H5Sclose);
+      const int nd = space ? H5Sget_simple_extent_ndims(space.id) : -1;
+      std::vector<hsize_t> dims(nd > 0 ? std::size_t(nd) : 1);
+      if (nd > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+      std::string have = "[";
+      for (int d = 0; d < nd; ++d) {
+        if (d) have += ',';
+        have += std::to_string(dims[std::size_t(d)]);
       }
-      steps.check(same, "the dataset exists with other extents or another element type; save under another name");
+      bool same_ext = nd == int(R);
+      for (std::size_t d = 0; same_ext && d < R; ++d) same_ext = dims[d] == global[d];
+      steps.check(same_ext, "the dataset exists with extents " + have + "], not the tensor's " +
+                                detail::extents_text(global) + "; save under another name");
+      steps.check(type && H5Tequal(type.id, detail::native_type<T>()) > 0,
+                  "the dataset exists with element type " + (type ? detail::type_text(type.id) : "unknown") +
+                      ", not the tensor's " + detail::type_text<T>() + "; save under another name");
+      const std::string filter = detail::missing_filter(ds.id);
+      steps.check(filter.empty(), filter + "; nothing was written");
     } else {
       detail::Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
       if (lcpl) H5Pset_create_intermediate_group(lcpl.id, 1);
@@ -294,13 +486,15 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
           H5Dclose);
       steps.check(bool(ds), "cannot create the dataset (is a part of its path a dataset?)");
     }
-    // The block on the host (a device block through a copy).
-    Kokkos::fence();
-    const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, x.unchecked_local());
-    detail::Handle mspace = detail::memory_space<R>(cnt, writer);
-    detail::Handle dxpl = detail::collective_transfer();
-    const herr_t w = H5Dwrite(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, host.data());
-    steps.check(w >= 0, "the collective write failed");
+    if (total > 0) {  // an empty tensor has nothing to write (and HDF5 fails to write nothing)
+      // The block on the host (a device block through a copy).
+      Kokkos::fence();
+      const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, x.unchecked_local());
+      detail::Handle mspace = detail::memory_space<R>(cnt, writer);
+      detail::Handle dxpl = detail::collective_transfer();
+      const herr_t w = H5Dwrite(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, host.data());
+      steps.check(w >= 0, "the collective write failed");
+    }
     ds.reset();
     const herr_t c = f ? H5Fclose(f.id) : -1;
     f.id = -1;
@@ -314,17 +508,22 @@ void save(const X& x, const std::string& file, const std::string& dataset) {
 /// a failure of the read itself (an I/O error) are found before y is
 /// touched.
 template <class Y>
-void load(const std::string& file, const std::string& dataset, Y& y) {
+void load(const std::string& file, const std::string& dataset, Y& y,
+          std::source_location loc = std::source_location::current()) {
   if constexpr (detail::tensor_ok<Y>()) {
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename Y::layout_type>),
                   "dsp::hdf5::load: a Partial placement holds addends, not the tensor: load into Replicated or "
                   "Sharded<D>.");
     using T = typename Y::value_type;
     constexpr std::size_t R = Y::rank;
-    const MPI_Comm comm = detail::mpi_comm_of(y);
-    detail::Steps steps(comm, "dsp::hdf5::load", file, dataset);
+    const detail::IoTurn turn;
+    dsp::detail::PortOf<std::remove_cvref_t<decltype(detail::world_of(y))>> port(detail::world_of(y));
+    const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::load");
     std::vector<std::string> parts;
-    steps.check(detail::split_path(dataset, parts), "the dataset path is empty");
+    detail::agree_call(port, y, dsp::detail::Op::hdf5_load, file, dataset, loc, turn,
+                       detail::split_path(dataset, parts) ? "" : "the dataset path is empty");
+    const MPI_Comm comm = detail::world_of(y).native();
+    detail::Steps steps(comm, "dsp::hdf5::load", file, dataset);
     int there = 0;
     if (steps.rank() == 0) there = ::access(file.c_str(), R_OK) == 0;
     MPI_Bcast(&there, 1, MPI_INT, 0, comm);
@@ -334,9 +533,13 @@ void load(const std::string& file, const std::string& dataset, Y& y) {
     steps.check(bool(f), "cannot open the file as HDF5");
     steps.check(detail::exists(f.id, parts, parts.size()), "no such dataset in the file");
     const std::string path = detail::join_path(parts);
+    const std::string what = detail::not_a_dataset(f.id, path);
+    steps.check(what.empty(), what + "; y is unchanged");
     detail::Handle ds(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-    steps.check(bool(ds), "the path does not name a dataset");
+    steps.check(bool(ds), "cannot open the dataset");
     const std::array<std::size_t, R> global = y.global_extents();
+    std::size_t total = 1;
+    for (std::size_t d = 0; d < R; ++d) total *= global[d];
     {
       detail::Handle type(H5Dget_type(ds.id), H5Tclose), space(H5Dget_space(ds.id), H5Sclose);
       const bool same_type = type && H5Tequal(type.id, detail::native_type<T>()) > 0;
@@ -350,14 +553,15 @@ void load(const std::string& file, const std::string& dataset, Y& y) {
         if (d) have += ',';
         have += std::to_string(dims[std::size_t(d)]);
       }
-      std::string want = "[";
-      for (std::size_t d = 0; d < R; ++d) {
-        if (d) want += ',';
-        want += std::to_string(global[d]);
-      }
-      steps.check(same_ext, "the dataset's extents " + have + "] are not the tensor's " + want + "]");
-      steps.check(same_type, "the dataset's element type is not the tensor's");
+      steps.check(same_ext, "the dataset's extents " + have + "] are not the tensor's " + detail::extents_text(global) +
+                                "; y is unchanged");
+      steps.check(same_type, "the dataset's element type is " + (type ? detail::type_text(type.id) : "unknown") +
+                                 ", not the tensor's " + detail::type_text<T>() +
+                                 " (dsp::hdf5 converts no types); y is unchanged");
     }
+    const std::string filter = total > 0 ? detail::missing_filter(ds.id) : "";
+    steps.check(filter.empty(), filter + "; y is unchanged");
+    if (total == 0) return;  // nothing to read (and HDF5 fails to read nothing from a dataset with no storage)
     const auto off = y.local_offsets(), cnt = y.local_extents();
     // Straight into y's block where the host can reach it (a buffer's first
     // touch costs more than the read on some machines: 103 ms for 32 MiB on

@@ -66,6 +66,8 @@ enum class Op : std::uint32_t {
   batch_switch,
   start_redistribute,
   reshard,
+  hdf5_save,
+  hdf5_load,
 };
 
 inline const char* op_name(std::uint32_t op) {
@@ -83,6 +85,8 @@ inline const char* op_name(std::uint32_t op) {
     case Op::batch_switch: return "dsp::dynamic_switch of a dsp::batch";
     case Op::start_redistribute: return "dsp::start_redistribute";
     case Op::reshard: return "dsp::reshard";
+    case Op::hdf5_save: return "dsp::hdf5::save";
+    case Op::hdf5_load: return "dsp::hdf5::load";
   }
   return "an unknown operation";
 }
