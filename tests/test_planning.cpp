@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -212,21 +213,60 @@ TEST_CASE("wisdom round-trips; bad text raises and changes nothing") {
       "one element size");
   bad("dsp-wisdom 1\nswitch world=4 axis=2 backend=b extents=8x6 dims=0,1 elems=4 wire=fp4 caps=3 choice=alltoall\n",
       "bad value \"fp4\" for wire");
-  // Checked against a communicator: its size and backend.
+  // Against a communicator: every line is kept (its world size and backend
+  // are part of its key), and the number that can serve it is returned.
+  // Regression: a line of another world size used to refuse the whole text.
   const int n = world().size();
-  const std::string other =
-      "dsp-wisdom 1\n" + std::string(line).replace(line.find("world=4"), 7, "world=" + std::to_string(n + 1)) + "\n";
-  const std::string e = error_of([&] { dsp::import_wisdom(other, world()); });
-  CHECK(e.find("measured for a world of " + std::to_string(n + 1) + " ranks, not " + std::to_string(n)) !=
-        std::string::npos);
+  const std::string mpi(dsp::detail::backend_text(dsp::detail::backend_name<dsp::MpiCommunicator>()));
+  const std::string ours = std::string(line).replace(line.find("dsp::MpiCommunicator"), 20, mpi);
+  const std::string bigger =
+      "dsp-wisdom 1\n" + std::string(ours).replace(ours.find("world=4"), 7, "world=" + std::to_string(n + 1)) + "\n";
+  CHECK(dsp::import_wisdom(bigger, world()) == 0);
+  CHECK(dsp::export_wisdom().find("world=" + std::to_string(n + 1) + " ") != std::string::npos);
+  dsp::forget_wisdom();
+  dsp::import_wisdom(before);
+  const std::string smaller =
+      "dsp-wisdom 1\n" + std::string(ours).replace(ours.find("world=4 axis=2"), 14, "world=1 axis=1") + "\n";
+  CHECK(dsp::import_wisdom(smaller, world()) == 1);
+  dsp::forget_wisdom();
+  dsp::import_wisdom(before);
+  // Text for another backend only: the wrong file; refused, nothing changes.
+  const std::string e = error_of([&] { dsp::import_wisdom("dsp-wisdom 1\n" + line + "\n", world()); });
+  CHECK(e.find("the wisdom was measured for backend dsp::MpiCommunicator, none of it for " + mpi) != std::string::npos);
   CHECK(dsp::export_wisdom() == before);
-  const std::string e2 = error_of([&] { dsp::import_wisdom(w, counting_world()); });
-  INFO(e2);
-  if (n > 1)
-    CHECK(e2.find("measured for backend dsp::BasicMpiCommunicator<>, not dsp::CountingCommunicator<") !=
-          std::string::npos);
-  CHECK(dsp::export_wisdom() == before);
-  dsp::import_wisdom(w, world());  // its own text fits
+  // A counting decorator is keyed as the communicator it wraps (regression:
+  // its own name made wisdom from an uninstrumented run useless).
+  const std::size_t measured = std::size_t(std::count(w.begin(), w.end(), '\n')) - 1;
+  CHECK(dsp::import_wisdom(w, counting_world()) == measured);
+  CHECK(dsp::import_wisdom(w, world()) == measured);  // its own text fits
+}
+
+TEST_CASE("wisdom measured without counting serves a counted run; a mesh means its world") {
+  MeasureScope scope;
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, dsp::MpiCommunicator> x{world(), {6, 10, 8}};
+  fill(x);
+  CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  const std::string w = dsp::export_wisdom();
+  dsp::forget_wisdom();
+  auto& cc = counting_world();
+  CHECK(dsp::import_wisdom(w, cc) == (world().size() > 1 ? 1u : 0u));
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, Counting> xc{cc, {6, 10, 8}};
+  fill(xc);
+  cc.reset();
+  CHECK(count_wrong(dsp::dynamic_switch<1>(xc)) == 0);
+  CHECK(cc.counts().collectives() <= 1);  // the imported decision: nothing measured
+  // Regression: import_wisdom(w, mesh) refused wisdom measured on that very
+  // mesh, naming the backend dsp::Mesh<2, ...>.
+  dsp::forget_wisdom();
+  dsp::Mesh<2, dsp::MpiCommunicator> mesh{world(), dsp::mesh_shape<2>(world().size())};
+  using XP = dsp::Axes<dsp::Sharded<0>, dsp::Sharded<1>>;
+  dsp::DistTensor<float, 3, XP, dsp::Mesh<2, dsp::MpiCommunicator>> xm{mesh, {6, 10, 8}};
+  fill(xm);
+  CHECK(count_wrong(dsp::redistribute<dsp::Axes<dsp::Sharded<2>, dsp::Sharded<1>>>(xm)) == 0);
+  const std::string wm = dsp::export_wisdom();
+  dsp::forget_wisdom();
+  CHECK(dsp::import_wisdom(wm, mesh) == std::size_t(std::count(wm.begin(), wm.end(), '\n')) - 1);
+  CHECK(dsp::export_wisdom() == wm);
 }
 
 TEST_CASE("DSP_WISDOM is loaded by the first measured operation; a bad one raises on every rank") {
@@ -258,4 +298,72 @@ TEST_CASE("DSP_WISDOM is loaded by the first measured operation; a bad one raise
   unsetenv("DSP_WISDOM");
   dsp::detail::reread_wisdom_env();
   std::remove(path.c_str());
+}
+
+namespace {
+std::string write_file(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  REQUIRE(f);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+}  // namespace
+
+TEST_CASE("DSP_WISDOM from a run with a split, or from another world size, serves where it fits") {
+  // Regression: wisdom from a program that measured on the world and on a
+  // 2-rank split could not be read back through DSP_WISDOM ("measured for a
+  // world of 2 ranks, not 4"), and a file from another world size (an
+  // elastic restart) made every measured call throw.
+  MeasureScope scope;
+  const int n = world().size(), me = world().rank();
+  dsp::MpiCommunicator half = world().split(me / 2, me);  // groups of 2 (the last one of 1 at odd n)
+  dsp::CountingCommunicator<dsp::MpiCommunicator> ch{half};
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, dsp::MpiCommunicator> x{world(), {6, 10, 8}};
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, Counting> xh{ch, {6, 10, 8}};
+  fill(x);
+  fill(xh);
+  CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<1>(xh)) == 0);
+  const std::string w = dsp::export_wisdom();
+  dsp::forget_wisdom();
+  const std::string path = write_file("/tmp/dsp_test_wisdom_split_" + std::to_string(me) + ".txt", w);
+  setenv("DSP_WISDOM", path.c_str(), 1);
+  dsp::detail::reread_wisdom_env();
+  CHECK(dsp::export_wisdom() == w);  // loaded by the export, before any call
+  CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  ch.reset();
+  CHECK(count_wrong(dsp::dynamic_switch<1>(xh)) == 0);
+  CHECK(ch.counts().collectives() <= 1);  // the file's decision: nothing measured
+  CHECK(dsp::export_wisdom() == w);       // nothing measured, nothing changed
+  // A file from a larger world only: nothing fits, every call measures, none throws.
+  dsp::forget_wisdom();
+  std::string larger = w;
+  for (std::size_t at = 0; (at = larger.find("world=", at)) != std::string::npos; at += 6)
+    larger.replace(at + 6, larger.find(' ', at) - at - 6, std::to_string(n + 3));
+  write_file(path, larger);
+  dsp::detail::reread_wisdom_env();
+  CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  CHECK(count_wrong(dsp::dynamic_switch<1>(xh)) == 0);
+  unsetenv("DSP_WISDOM");
+  dsp::detail::reread_wisdom_env();
+  std::remove(path.c_str());
+}
+
+TEST_CASE("DSP_WISDOM naming /dev/zero or a directory raises a sentence, never reads without end") {
+  // Regression: /dev/zero read until std::bad_alloc; a directory was "empty text".
+  MeasureScope scope;
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, dsp::MpiCommunicator> x{world(), {6, 10, 8}};
+  fill(x);
+  setenv("DSP_WISDOM", "/dev/zero", 1);
+  dsp::detail::reread_wisdom_env();
+  std::string e = error_of([&] { dsp::dynamic_switch<1>(x); });
+  CHECK(e.find("DSP_WISDOM=/dev/zero: longer than 16 MiB") != std::string::npos);
+  CHECK(error_of([&] { dsp::export_wisdom(); }).find("dsp::export_wisdom: DSP_WISDOM=/dev/zero") != std::string::npos);
+  setenv("DSP_WISDOM", "/tmp", 1);
+  dsp::detail::reread_wisdom_env();
+  e = error_of([&] { dsp::dynamic_switch<1>(x); });
+  CHECK(e.find("DSP_WISDOM=/tmp: is a directory, not a wisdom file") != std::string::npos);
+  unsetenv("DSP_WISDOM");
+  dsp::detail::reread_wisdom_env();
 }

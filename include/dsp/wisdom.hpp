@@ -43,6 +43,8 @@
 #include <string>
 #include <string_view>
 
+#include <sys/stat.h>
+
 namespace dsp::detail {
 
 /// What kind of step a decision is for.
@@ -150,9 +152,8 @@ inline WisdomEnv& wisdom_env() {
 inline void reread_wisdom_env() { wisdom_env().done.store(false, std::memory_order_release); }
 
 DSP_FUNC std::string wisdom_text();
-DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, Decision>& out, int world,
-                                  std::string_view backend);
-DSP_FUNC const std::string& wisdom_env_error(int world, std::string_view backend);
+DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, Decision>& out);
+DSP_FUNC const std::string& wisdom_env_error();
 
 #if DSP_FUNC_BODIES
 DSP_FUNC std::string wisdom_text() {
@@ -181,10 +182,8 @@ DSP_FUNC std::string wisdom_text() {
   return s;
 }
 
-/// Parses wisdom text into `out`; returns why it does not parse ("" when it
-/// does). world > 0: every line must be for that world size and `backend`.
-DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, Decision>& out, int world,
-                                  std::string_view backend) {
+/// Parses wisdom text into `out`; returns why it does not parse ("" when it does).
+DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, Decision>& out) {
   std::size_t line_no = 0;
   bool header = false;
   auto number = [](std::string_view v, std::size_t& n) {
@@ -206,7 +205,6 @@ DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, D
       v.remove_prefix(at + 1);
     }
   };
-  const std::string want_backend = backend_text(backend);
   while (!text.empty()) {
     const std::size_t nl = text.find('\n');
     std::string_view line = text.substr(0, nl);
@@ -282,9 +280,6 @@ DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, D
       if (elems[t] == 0 || elems[t] > 64) return where + "an element size must be 1 to 64 bytes";
     if ((kind == DecisionKind::switch_one || kind == DecisionKind::gather_one) && ne != 1)
       return where + "a one-tensor step has one element size";
-    if (world > 0 && w != std::size_t(world))
-      return where + "measured for a world of " + std::to_string(w) + " ranks, not " + std::to_string(world);
-    if (world > 0 && be != want_backend) return where + "measured for backend " + be + ", not " + want_backend;
     Decision d;
     d.choice = *choice;
     d.backend = be;
@@ -296,11 +291,15 @@ DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, D
   return "";
 }
 
-/// DSP_WISDOM, read and loaded once, by the first measured operation;
-/// returns why it could not be loaded ("" when it was, or is unset). The
+/// DSP_WISDOM, read and loaded once, by the first measured operation (or
+/// export_wisdom); returns why it could not be loaded ("" when it was, or is
+/// unset). Every line is loaded, whatever world size and backend it was
+/// measured for: those are part of each decision's key, so a line is used
+/// exactly where it fits (a file from a run that also measured on a split,
+/// or from before an elastic restart on another rank count, is fine). The
 /// operation that asks raises the text on every rank (and so does every
 /// later one: the variable is not read again).
-DSP_FUNC const std::string& wisdom_env_error(int world, std::string_view backend) {
+DSP_FUNC const std::string& wisdom_env_error() {
   WisdomEnv& st = wisdom_env();
   if (st.done.load(std::memory_order_acquire)) return st.error;
   std::lock_guard<std::mutex> lock(st.mutex);
@@ -308,15 +307,25 @@ DSP_FUNC const std::string& wisdom_env_error(int world, std::string_view backend
   st.error.clear();
   const char* e = std::getenv("DSP_WISDOM");
   const std::string path = e ? e : "";
+  // A wisdom file has a line per measured shape: a few KiB. A bound keeps a
+  // wrong path (/dev/zero, a huge file) from reading without end.
+  constexpr std::size_t kMost = std::size_t(16) << 20;
   std::string text;
+  struct stat info {};
   if (path.empty()) {
+  } else if (::stat(path.c_str(), &info) != 0) {
+    st.error = "DSP_WISDOM=" + path + ": cannot open the file (no such file?)";
+  } else if (S_ISDIR(info.st_mode)) {
+    st.error = "DSP_WISDOM=" + path + ": is a directory, not a wisdom file";
   } else if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
     char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    for (std::size_t n; text.size() <= kMost && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
     std::fclose(f);
     std::map<DecisionKey, Decision> parsed;
-    if (std::string why = parse_wisdom(text, parsed, world, backend); !why.empty())
-      st.error = "DSP_WISDOM=" + path + ": " + why;
+    if (text.size() > kMost)
+      st.error = "DSP_WISDOM=" + path + ": longer than " + std::to_string(kMost >> 20) +
+                 " MiB, which no wisdom file is (is it the right path?)";
+    else if (std::string why = parse_wisdom(text, parsed); !why.empty()) st.error = "DSP_WISDOM=" + path + ": " + why;
     else merge_wisdom(parsed);
   } else {
     st.error = "DSP_WISDOM=" + path + ": cannot open the file";
@@ -330,31 +339,76 @@ DSP_FUNC const std::string& wisdom_env_error(int world, std::string_view backend
 
 namespace dsp {
 
-/// What this process measured under Planning::measure (and imported), as
-/// text: one line per decision. Local; every rank of a group holds the same
-/// decisions for the steps it shares, so one rank's text serves all.
-inline std::string export_wisdom() { return detail::wisdom_text(); }
+/// What this process measured under Planning::measure (and imported, from
+/// import_wisdom or DSP_WISDOM), as text: one line per decision. Local;
+/// every rank of a group holds the same decisions for the steps it shares,
+/// so one rank's text serves all. DSP_WISDOM is loaded first, if it was not
+/// yet (so the text changes only when a call measures); a DSP_WISDOM that
+/// cannot be loaded raises dsp::InvalidArgument.
+inline std::string export_wisdom() {
+  if (const std::string& why = detail::wisdom_env_error(); !why.empty())
+    throw InvalidArgument("dsp::export_wisdom: " + why);
+  return detail::wisdom_text();
+}
 
 /// Loads wisdom text (local: call it on every rank). Text that does not
 /// parse raises dsp::InvalidArgument and changes nothing. Later decisions
-/// replace earlier ones of the same key.
+/// replace earlier ones of the same key. Every line is kept: its world size
+/// and backend are part of its key, so it is used only where it fits.
 inline void import_wisdom(std::string_view text) {
   std::map<detail::DecisionKey, detail::Decision> parsed;
-  if (std::string why = detail::parse_wisdom(text, parsed, 0, {}); !why.empty())
+  if (std::string why = detail::parse_wisdom(text, parsed); !why.empty())
     throw InvalidArgument("dsp::import_wisdom: " + why + " (nothing was imported)");
   detail::merge_wisdom(parsed);
 }
 
-/// As import_wisdom(text), and every line must have been measured on a
-/// communicator of comm's size and type (for a mesh: the communicator it was
-/// made from); otherwise dsp::InvalidArgument, and nothing changes.
+namespace detail {
+/// The communicator whose size and type key a group's decisions: a mesh's
+/// world (the communicator it was made from), itself otherwise.
+template <class G>
+const auto& wisdom_world(const G& g) {
+  if constexpr (requires {
+                  g.world();
+                  g.shape();
+                  g.coords();
+                })
+    return wisdom_world(g.world());
+  else return g;
+}
+}  // namespace detail
+
+/// As import_wisdom(text), for the operations on `comm` (a communicator or a
+/// mesh: a mesh means the communicator it was made from). Imports every line
+/// (as import_wisdom(text)) and returns how many can serve `comm` or a
+/// communicator split from it: those of its backend (a counting decorator
+/// is its inner communicator's) measured on at most comm.size() ranks. Text
+/// with decisions of which none is for comm's backend raises
+/// dsp::InvalidArgument naming both (the wrong file, surely), and nothing
+/// changes; a world size never does (after an elastic restart on fewer
+/// ranks, the larger world's lines wait for a run that has it).
 template <class Comm>
-void import_wisdom(std::string_view text, const Comm& comm) {
+std::size_t import_wisdom(std::string_view text, const Comm& comm) {
+  const auto& w = detail::wisdom_world(comm);
+  const std::string backend = detail::backend_text(detail::backend_name<std::remove_cvref_t<decltype(w)>>());
   std::map<detail::DecisionKey, detail::Decision> parsed;
-  if (std::string why = detail::parse_wisdom(text, parsed, comm.size(), detail::type_name<Comm>()); !why.empty())
-    throw InvalidArgument("dsp::import_wisdom (rank " + std::to_string(comm.rank()) + "): " + why +
+  const std::string who = "dsp::import_wisdom (rank " + std::to_string(w.rank()) + "): ";
+  if (std::string why = detail::parse_wisdom(text, parsed); !why.empty())
+    throw InvalidArgument(who + why + " (nothing was imported)");
+  std::size_t fits = 0, ours = 0;
+  std::string other;
+  for (const auto& [k, d] : parsed) {
+    if (d.backend != backend) {
+      other = d.backend;
+      continue;
+    }
+    ++ours;
+    if (k[detail::dk::world] <= std::size_t(w.size())) ++fits;
+  }
+  if (!parsed.empty() && ours == 0)
+    throw InvalidArgument(who + "the wisdom was measured for backend " + other + ", none of it for " + backend +
                           " (nothing was imported)");
   detail::merge_wisdom(parsed);
+  return fits;
 }
 
 /// Forgets every decision (the next measured operation of each shape measures again).

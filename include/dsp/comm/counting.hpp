@@ -76,6 +76,8 @@ class CountingCommunicator {
   /// Every capability of C, and no other (checked against the concepts wherever dsp uses it).
   static constexpr unsigned capabilities = capabilities_declared<C>();
   using inner_type = C;
+  /// Measured plans (wisdom) key a counted communicator as C: counting changes nothing about how data moves.
+  static constexpr bool transparent_to_planning = true;
 
   explicit CountingCommunicator(C inner) : inner_(std::move(inner)), counts_(std::make_shared<CommCounts>()) {}
 

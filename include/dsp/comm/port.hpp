@@ -143,7 +143,7 @@ class PortOf final : public PortOn<M> {
     this->size_ = c_.size();
     this->id_ = c_.id();
     this->resources_ = &c_.resources();
-    this->backend_ = type_name<Comm>();
+    this->backend_ = backend_name<Comm>();
     this->caps_ = PortCaps{PeerExchange<Comm>,  TypedExchange<Comm>, AsyncPeerExchange<Comm>,
                            StreamOrdered<Comm>, Reductions<Comm>,    DeadlineControl<Comm>};
   }

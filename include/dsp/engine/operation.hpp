@@ -210,7 +210,7 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
   std::uint64_t decisions = fnv1a("plan");
   bool undecided = false;
   if (decide && err.empty()) {
-    if (const std::string& why = wisdom_env_error(g.world->size(), g.world->backend()); !why.empty()) {
+    if (const std::string& why = wisdom_env_error(); !why.empty()) {
       sig.status = static_cast<std::uint32_t>(Status::bad_setting);
       err = std::string(op_name(sig.op)) + ": " + why;
     }
