@@ -377,4 +377,17 @@ TEST_CASE("ranks that disagree on a redistribution raise on every rank; the inpu
   }
   CHECK(raised);
   CHECK(count_wrong(dsp::redistribute<Axes<Sharded<1>, Replicated>>(x)) == 0);
+  // Regression: a batch over meshes of different shapes was said to live on "another communicator".
+  dsp::DistTensor<T, 3, Axes<Sharded<0>, Replicated>, MeshOf<2>> z{other, g};
+  fill(z);
+  e.clear();
+  try {
+    (void)dsp::redistribute<Axes<Sharded<1>, Replicated>>(dsp::batch(x, z));
+  } catch (const dsp::Error& err) {
+    e = err.what();
+  }
+  CHECK(e.find("tensor 1 of the batch lives on a mesh of shape [1, " + std::to_string(world().size()) +
+               "], tensor 0 on [" + std::to_string(world().size()) + ", 1]; a batch lives on one mesh") !=
+        std::string::npos);
+  CHECK(count_wrong(x) + count_wrong(z) == 0);
 }

@@ -187,10 +187,28 @@ TEST_CASE("reshard: errors raise on every rank and write nothing") {
            "global extents disagree: rank 0 [4,3,2], rank " + std::to_string(n - 1) + " [4,3,5]");
     if (b) CHECK(dsp::count_mismatches(*b, [](const auto&) { return -1.0; }) == 0);
   }
-  // A source passed by only some ranks of its group: the blocks do not cover the tensor.
+  // A source passed by only some ranks of its group.
   if (n > 1) {
     dsp::DistTensor<double, 3, Sharded<1>, Comm> w{world(), {4, 3, 2}};
-    expect([&] { dsp::reshard(world(), me == 0 ? nullptr : &x, &w); }, "the source blocks cover");
+    expect([&] { dsp::reshard(world(), me == 0 ? nullptr : &x, &w); },
+           "x lives on a group of " + std::to_string(n) + " ranks, but " + std::to_string(n - 1) +
+               (n - 1 == 1 ? " rank" : " ranks") + " of the parent passed it: every rank of x's group must pass it");
+    // Regression: a rank of y's group passing nullptr silently kept stale data.
+    dsp::fill(w, [](const auto&) { return -1.0; });
+    expect([&] { dsp::reshard(world(), &x, me == n - 1 ? nullptr : &w); },
+           "y lives on a group of " + std::to_string(n) + " ranks, but " + std::to_string(n - 1) +
+               (n - 1 == 1 ? " rank" : " ranks") + " of the parent passed it: every rank of y's group must pass it " +
+               "(a rank that passes nullptr would keep stale data)");
+    CHECK(dsp::count_mismatches(w, [](const auto&) { return -1.0; }) == 0);
+    // Regression: a parent smaller than x's group (every rank passing x) was
+    // told "x must be passed by every rank of its group".
+    Comm head = world().split(me < n - 1 ? 0 : 1, me);
+    if (me < n - 1) {
+      dsp::DistTensor<double, 3, Sharded<1>, Comm> v{head, {4, 3, 2}};
+      expect([&] { dsp::reshard(head, &x, &v); }, "the parent (" + std::to_string(n - 1) +
+                                                      " ranks) is smaller than x's group; pass a parent that contains "
+                                                      "every rank of both groups");
+    }
   }
   // Nobody passes a target.
   expect([&] { dsp::reshard(world(), &x, static_cast<decltype(y)*>(nullptr)); }, "no rank passed a target tensor");

@@ -200,6 +200,8 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   t.out_same_group = same_group(x.communicator(), y.communicator());
   t.same_group_as_first = same_group(x.communicator(), x0.communicator());
   t.is_float = std::is_same_v<T, float>;
+  const auto shape = group_traits<typename X::communicator_type>::shape(x.communicator());
+  for (std::size_t a = 0; a < shape.size(); ++a) t.mesh_shape[a] = shape[a];
 }
 
 /// The facts of a call on tensors xs into ys (tuples of references) running

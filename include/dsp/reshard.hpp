@@ -72,13 +72,19 @@ void reshard(const Parent& parent, const X* x, Y* y, std::source_location loc = 
       const auto o = t.local_offsets(), c = t.local_extents();
       for (std::size_t k = 0; k < R; ++k) b.off[k] = o[k], b.cnt[k] = c[k];
     };
+    auto group_size = [](const auto& t) {
+      using G = typename std::remove_cvref_t<decltype(t)>::communicator_type;
+      return std::uint64_t(detail::group_traits<G>::world(t.communicator()).size());
+    };
     if (x) {
       d.has_x = 1;
+      d.x_group = group_size(*x);
       for (std::size_t k = 0; k < R; ++k) d.extents[k] = x->global_extents()[k];
       box(*x, d.x);
     }
     if (y) {
       d.has_y = 1;
+      d.y_group = group_size(*y);
       for (std::size_t k = 0; k < R; ++k) d.extents[k] = y->global_extents()[k];
       box(*y, d.y);
     }

@@ -73,6 +73,7 @@ struct TensorFacts {
   bool out_same_group = true;                // the output lives on the input's group
   bool same_group_as_first = true;           // the input lives on tensor 0's group
   bool is_float = false;
+  std::array<int, kMaxAxes> mesh_shape{};  // the input's mesh shape (a plain communicator: its size)
 };
 
 /// One call of a front end, as facts: what it is, on which tensors, with
@@ -141,8 +142,21 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
     if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
       return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
              "tensors of equal extents";
-    if (!a.same_group_as_first)
+    if (!a.same_group_as_first) {
+      if (a.mesh_shape != f.t[0].mesh_shape) {
+        auto shape = [&](const std::array<int, kMaxAxes>& m) {
+          std::string t = "[";
+          for (std::size_t x = 0; x < std::max<std::size_t>(f.mesh_axes, 1); ++x) {
+            if (x) t += ", ";
+            t += std::to_string(m[x]);
+          }
+          return t + "]";
+        };
+        return who + ": tensor " + k + " of the batch lives on a mesh of shape " + shape(a.mesh_shape) +
+               ", tensor 0 on " + shape(f.t[0].mesh_shape) + "; a batch lives on one mesh";
+      }
       return who + ": tensor " + k + " of the batch lives on another communicator than tensor 0";
+    }
     if (f.wire != Wire::exact && !a.is_float)
       return who + ": a low-precision wire (" + wire_name(f.wire) + ") needs float tensors; tensor " + k + " is not";
     for (std::size_t u = 0; u < f.n; ++u)

@@ -37,7 +37,8 @@ struct RBox {
 /// What each rank of the parent says about itself.
 struct ReshardDesc {
   std::uint32_t has_x = 0, has_y = 0;
-  std::uint64_t rank = 0;  // tensor rank
+  std::uint64_t x_group = 0, y_group = 0;  // the ranks of x's and y's groups (where held)
+  std::uint64_t rank = 0;                  // tensor rank
   std::uint64_t extents[kMaxRank] = {};
   RBox x, y;
 };
@@ -183,6 +184,34 @@ inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, Reshar
     if (!same)
       return "global extents disagree: rank " + std::to_string(first) + " " + ext_text(f) + ", rank " +
              std::to_string(r) + " " + ext_text(d);
+  }
+  // Every rank of each tensor's group passes it, and the parent holds the
+  // whole group: a group rank that passed nullptr would miss data (x) or
+  // keep stale data (y), and a parent smaller than a group cannot hold it.
+  for (const bool src : {true, false}) {
+    const char* name = src ? "x" : "y";
+    std::size_t holders = 0, group = 0, first_holder = n;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (!(src ? all[r].has_x : all[r].has_y)) continue;
+      const std::size_t g = src ? all[r].x_group : all[r].y_group;
+      if (holders == 0) group = g, first_holder = r;
+      ++holders;
+      if (g != group) {
+        mismatch = true;
+        return std::string("the ranks that passed ") + name + " disagree on its group's size: rank " +
+               std::to_string(first_holder) + " " + std::to_string(group) + ", rank " + std::to_string(r) + " " +
+               std::to_string(g) + " (do they pass one tensor?)";
+      }
+    }
+    if (holders == group) continue;
+    std::string why = std::string(name) + " lives on a group of " + std::to_string(group) + " ranks, but " +
+                      std::to_string(holders) + " rank" + (holders == 1 ? "" : "s") + " of the parent passed it: ";
+    if (n < group)
+      return why + "the parent (" + std::to_string(n) + " ranks) is smaller than " + name +
+             "'s group; pass a parent that contains every rank of both groups";
+    return why + "every rank of " + name + "'s group must pass it (" +
+           (src ? "the others hold data no rank would send)" : "a rank that passes nullptr would keep stale data)") +
+           ", and the parent must contain the whole group";
   }
   // Source boxes: distinct ones, each with its holders (ascending ranks);
   // two holders' boxes are equal or disjoint.
