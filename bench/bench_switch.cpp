@@ -5,10 +5,12 @@
 // raw MPI_Alltoall of the same bytes, MPI_Alltoallw with subarray datatypes,
 // FFTW-MPI's transpose (where the switch is a 2-D transpose), memcpy of the
 // local block; gather (into and allocating) against raw MPI_Allgather; and the
-// latency of a switch of a few KiB with the agreement check on and off; a
+// latency of a switch of a few KiB with the agreement check on, off, and on
+// first calls only (AgreementMode::first_call), and split-phase (start and
+// wait at once: the in-flight guard's cost); a
 // batch of Q, K and V against three switches and three raw MPI_Alltoall of
 // the same bytes (4 KiB to 64 MiB per tensor and rank), under each planning
-// mode; each low-precision wire against float (1 to 256 MiB per rank); and
+// mode and under AgreementMode::first_call; each low-precision wire against float (1 to 256 MiB per rank); and
 // the planning groups: dsp under each planning mode against each algorithm
 // forced, on shapes no threshold was tuned on.
 //
@@ -158,6 +160,28 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false, bool pl
     auto xy = tensors();
     return [xy] { dsp::dynamic_switch<J>(xy->first, xy->second); };
   });
+  if (latency) {
+    add(group, "dsp_first_call", bytes, [=] {  // AgreementMode::first_call, warm
+      auto xy = tensors();
+      auto run = [xy] {
+        dsp::set_agreement_mode(dsp::AgreementMode::first_call);
+        dsp::dynamic_switch<J>(xy->first, xy->second);
+        dsp::set_agreement_mode(dsp::AgreementMode::every_call);
+      };
+      run();
+      return run;
+    });
+    // Split-phase, started and waited at once: what the in-flight guard
+    // (DSP_CHECK_IN_FLIGHT) costs shows here, against the same suite built with it 0.
+    add(group, "dsp_split_phase", bytes, [=] {
+      auto xy = tensors();
+      return [xy] {
+        auto h = dsp::start_switch<J>(xy->first, xy->second);
+        h.wait();
+        (void)xy->second.local();
+      };
+    });
+  }
   // Planning::measure: the first call (here) measures; the timed ones run its choice.
   add(group, "dsp_measured", bytes, [=] {
     auto xy = tensors();
@@ -381,6 +405,16 @@ void add_batch(std::size_t per_rank) {
       dsp::set_planning(dsp::Planning::heuristic);
     };
     run();  // measures
+    return run;
+  });
+  add(group, "dsp_batch_first_call", bytes, [=] {  // AgreementMode::first_call: the warm call agrees nothing
+    auto t = tensors();
+    auto run = [t] {
+      dsp::set_agreement_mode(dsp::AgreementMode::first_call);
+      dsp::dynamic_switch<1>(dsp::batch(t->q, t->k, t->v), dsp::batch(t->q2, t->k2, t->v2));
+      dsp::set_agreement_mode(dsp::AgreementMode::every_call);
+    };
+    run();  // the first call: checked in full
     return run;
   });
   add(group, "three_MPI_Alltoall", bytes, [=] {  // the raw floor: the same bytes, no layout work

@@ -2,7 +2,8 @@
 # Reads the file test_hdf5 saved (DSP_TEST_H5) with h5py and checks it is
 # the global tensor: dataset "fields/u", float64, extents [7, 5, 6], element
 # (i, j, k) = i * 10000 + j * 100 + k + 0.5, row-major; and "ints/v", int32
-# [9, 4], element (i, j) = i * 100 + j - 50.
+# [9, 4], element (i, j) = i * 100 + j - 50; and "halves/h", float16 [7, 5, 6],
+# element (i, j, k) = (i * 30 + j * 6 + k - 100) / 4.
 import sys
 
 import h5py
@@ -22,4 +23,10 @@ with h5py.File(sys.argv[1], "r") as f:
     i, j = np.indices(v.shape)
     bad = np.count_nonzero(v[...] != i * 100 + j - 50)
     assert bad == 0, f"{bad} elements of ints/v differ"
-print("h5py: fields/u and ints/v are the global tensors")
+    h = f["halves/h"]  # dsp::float16: numpy's float16
+    assert h.dtype == np.float16, h.dtype
+    assert h.shape == (7, 5, 6), h.shape
+    i, j, k = np.indices(h.shape)
+    bad = np.count_nonzero(h[...].astype(np.float32) != ((i * 30 + j * 6 + k) - 100) * 0.25)
+    assert bad == 0, f"{bad} elements of halves/h differ"
+print("h5py: fields/u, ints/v and halves/h are the global tensors")

@@ -810,9 +810,7 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       for (std::size_t t = 0; t < ebs.size(); ++t) {
         if (w == dsp::Wire::exact)
           copy_runs(exec, out[p][t].data(), in[p][t].data(), ebs[t], std::span(&P.peer.self, 1));
-        else
-          wire_round(exec, w, reinterpret_cast<float*>(out[p][t].data()),
-                     reinterpret_cast<const float*>(in[p][t].data()), P.peer.self);
+        else wire_round(exec, w, dsp::ElemKind::f32, out[p][t].data(), in[p][t].data(), P.peer.self);
       }
       if (i == j) continue;
       sbuf[p].assign(P.send_bytes, 0);
@@ -820,8 +818,7 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
         std::size_t at = P.send_displs[std::size_t(snd.peer)];
         for (std::size_t t = 0; t < ebs.size(); ++t) {
           if (w != dsp::Wire::exact)
-            wire_pack(exec, w, sbuf[p].data() + at, reinterpret_cast<const float*>(in[p][t].data()), snd.runs,
-                      snd.elems);
+            wire_pack(exec, w, dsp::ElemKind::f32, sbuf[p].data() + at, in[p][t].data(), snd.runs, snd.elems);
           at += wire_section_bytes(w, snd.elems, ebs[t]);
         }
         ENSURE(at == P.send_displs[std::size_t(snd.peer)] + P.send_counts[std::size_t(snd.peer)]);
@@ -846,7 +843,7 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
         std::size_t at = Q.recv_displs[std::size_t(rcv.peer)];
         for (std::size_t t = 0; t < ebs.size(); ++t) {
           if (w != dsp::Wire::exact)
-            wire_unpack(exec, w, reinterpret_cast<float*>(out[q][t].data()), rcv.runs, rbuf[q].data() + at, rcv.elems);
+            wire_unpack(exec, w, dsp::ElemKind::f32, out[q][t].data(), rcv.runs, rbuf[q].data() + at, rcv.elems);
           at += wire_section_bytes(w, rcv.elems, ebs[t]);
         }
       }

@@ -297,7 +297,14 @@ TEST_CASE("a handle whose wait failed never reports success: wait and test raise
 }
 
 TEST_CASE("reading an output in flight raises UsageError naming the start (DSP_CHECK_IN_FLIGHT)") {
-  static_assert(DSP_CHECK_IN_FLIGHT, "the tests build with DSP_CHECK_IN_FLIGHT=1 (tests/CMakeLists.txt)");
+  // Regression: the guard was compiled out with NDEBUG (CMake's Release, what
+  // users build), and a read before wait() gave stale data silently.
+  static_assert(DSP_CHECK_IN_FLIGHT,
+                "the in-flight guard is on by default, NDEBUG or not (tests/CMakeLists.txt "
+                "defines nothing)");
+#ifdef NDEBUG
+  MESSAGE("built with NDEBUG: the guard is on there too");
+#endif
   X0 x{world(), {9, 8, 3}};
   fill(x);
   X1 y{world(), {9, 8, 3}};

@@ -347,7 +347,8 @@ TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
     T3<std::int32_t, dsp::Sharded<0>> i{world(), g};
     fill(i);
     const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, i), dsp::Wire::fp16); });
-    CHECK(e.find("needs float tensors") != std::string::npos);
+    CHECK(e.find("the fp16 wire carries float, double, dsp::bfloat16 and dsp::float16 tensors; tensor 1 of the "
+                 "batch holds another element type, which travels exact only") != std::string::npos);
     CHECK(count_wrong(i) == 0);
   }
   SUBCASE("a local allocation failure on one rank") {

@@ -112,19 +112,29 @@ std::size_t compare_paths(std::mt19937_64& rng, std::size_t eb, std::span<const 
   HostExec exec;
   // uint64 storage: the buffers start 8-byte aligned before the offsets.
   std::vector<std::uint64_t> src_store(src_elems * eb / 8 + 2), a_store(dst_elems * eb / 8 + 2),
-      b_store(dst_elems * eb / 8 + 2);
+      b_store(dst_elems * eb / 8 + 2), c_store(dst_elems * eb / 8 + 2);
   auto* src = reinterpret_cast<unsigned char*>(src_store.data()) + src_off;
   auto* a = reinterpret_cast<unsigned char*>(a_store.data()) + dst_off;
   auto* b = reinterpret_cast<unsigned char*>(b_store.data()) + dst_off;
+  auto* c = reinterpret_cast<unsigned char*>(c_store.data()) + dst_off;
   const auto s = random_bytes(rng, src_elems * eb), d = random_bytes(rng, dst_elems * eb);
   if (!s.empty()) std::memcpy(src, s.data(), s.size());  // memcpy of nothing from nullptr is still undefined
   if (!d.empty()) {
     std::memcpy(a, d.data(), d.size());
     std::memcpy(b, d.data(), d.size());
+    std::memcpy(c, d.data(), d.size());
   }
   dsp::detail::copy_runs(exec, a, src, eb, tasks);
   dsp::detail::copy_runs_device(exec, b, src, eb, tasks);
+  dsp::detail::copy_runs_tuned(exec, c, src, eb, tasks);
   exec.fence();
+  if (std::memcmp(a, c, dst_elems * eb) != 0) {
+    std::size_t first = 0;
+    while (a[first] == c[first]) ++first;
+    FAIL("the tuned device path differs from the host path at byte "
+         << first << " (element size " << eb << ", word " << dsp::detail::tuned_word_bytes(c, src, eb, tasks) << ", "
+         << tasks.size() << " tasks)");
+  }
   const std::size_t w = dsp::detail::copy_word_bytes(b, src, eb, tasks);
   if (std::memcmp(a, b, dst_elems * eb) != 0) {
     std::size_t first = 0;
@@ -232,6 +242,45 @@ TEST_CASE("copy_runs_device writes what the host path writes, and nothing else")
   CHECK(words[2] > 0);
   CHECK(words[4] > 0);
   CHECK(words[8] > 0);
+}
+
+TEST_CASE("copy_runs_tuned: long pieces, 16-byte words, segments, and the copy engine, as the host path") {
+  // The cases above have short pieces; here pieces of 32 words and more (the
+  // per-piece loop), tasks of several segments, and contiguous tasks of 1 MiB
+  // and more (Kokkos::deep_copy: the copy engine on a device).
+  std::mt19937_64 rng(seed() ^ 16);
+  std::size_t sixteen = 0;
+  for (int c = 0; c < 60; ++c) {
+    static constexpr std::size_t sizes[] = {1, 2, 4, 8, 16};
+    const std::size_t eb = sizes[rng() % std::size(sizes)];
+    std::vector<CopyTask> tasks;
+    std::size_t dst_elems = 0, src_elems = 0;
+    for (std::size_t k = 0, nt = 1 + rng() % 4; k < nt; ++k) {
+      const bool engine = rng() % 4 == 0;
+      const std::size_t piece = engine ? ((std::size_t(1) << 20) / eb + rng() % 64) : 32 + rng() % 3000;
+      const std::size_t m = 1 + rng() % 3, pieces = engine ? 1 : 1 + rng() % 40;
+      const bool dst_long = rng() % 2;
+      const std::size_t dlen = engine ? piece : dst_long ? piece * m : piece;
+      const std::size_t slen = engine ? piece : dst_long ? piece : piece * m;
+      const std::size_t elems = pieces * piece;
+      auto runs = [&](std::size_t len, std::size_t& end) {
+        Runs r{end + (rng() % 2 ? 0 : rng() % 8), len + (rng() % 2 ? 0 : rng() % 9), len};
+        const std::size_t nruns = (elems + len - 1) / len;
+        end = r.base + (nruns - 1) * r.stride + len;
+        return r;
+      };
+      CopyTask t;
+      t.dst = runs(dlen, dst_elems);
+      std::size_t s_end = src_elems;
+      t.src = runs(slen, s_end);
+      src_elems = s_end;
+      t.elems = elems;
+      tasks.push_back(t);
+    }
+    sixteen += compare_paths(rng, eb, tasks, dst_elems, src_elems, 0, 0) == 8 &&
+               dsp::detail::tuned_word_bytes(nullptr, nullptr, eb, tasks) == 16;
+  }
+  CHECK(sixteen > 0);
 }
 
 TEST_CASE("copy_runs_device packs and unpacks real switch plans as the host path does") {

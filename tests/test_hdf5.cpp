@@ -420,3 +420,30 @@ TEST_CASE("hdf5: files h5py wrote (DSP_TEST_H5_FOREIGN): an empty dataset loads,
   dsp::hdf5::load(file, "gzip", y);
   CHECK(dsp::count_mismatches(y, u_of) == 0);
 }
+
+TEST_CASE("hdf5: float16 and bfloat16 tensors save as 16-bit HDF5 floats and load back exactly") {
+  const std::string file = remove_now(file_name() + ".half");
+  const E3 e{7, 5, 6};
+  auto value = [](const E3& g) { return float(int(g[0] * 30 + g[1] * 6 + g[2]) - 100) * 0.25f; };  // exact in both
+  dsp::DistTensor<dsp::float16, 3, Sharded<0>, Comm> h{world(), e};
+  dsp::DistTensor<dsp::bfloat16, 3, Sharded<1>, Comm> b{world(), e};
+  dsp::fill(h, value);
+  dsp::fill(b, value);
+  dsp::hdf5::save(h, file, "half");
+  dsp::hdf5::save(b, file, "bhalf");
+  dsp::DistTensor<dsp::float16, 3, Sharded<2>, Comm> h2{world(), e};
+  dsp::DistTensor<dsp::bfloat16, 3, Replicated, Comm> b2{world(), e};
+  dsp::hdf5::load(file, "half", h2);
+  dsp::hdf5::load(file, "bhalf", b2);
+  CHECK(dsp::count_mismatches(h2, value) == 0);
+  CHECK(dsp::count_mismatches(b2, value) == 0);
+  // The two 16-bit types are told apart.
+  std::string why = error_of([&] { dsp::hdf5::load(file, "half", b2); });
+  CHECK(why.find("the dataset's element type is float16, not the tensor's bfloat16 (dsp::bfloat16)") !=
+        std::string::npos);
+  why = error_of([&] { dsp::hdf5::load(file, "bhalf", h2); });
+  CHECK(why.find("the dataset's element type is bfloat16, not the tensor's float16 (dsp::float16)") !=
+        std::string::npos);
+  if (std::getenv("DSP_TEST_H5")) dsp::hdf5::save(h, file_name(), "halves/h");  // for h5py (hdf5_check.py)
+  remove_now(file);
+}

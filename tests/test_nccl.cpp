@@ -216,6 +216,66 @@ TEST_CASE("every modifier on CudaSpace tensors through NCCL: batches, bf16 wire,
   dsp::NcclCommunicator c(nccl.comm, nccl.stream);
   dsp_device_test::every_modifier_everywhere(c);
 }
+
+namespace {
+struct FirstCall {
+  FirstCall() { dsp::set_agreement_mode(dsp::AgreementMode::first_call); }
+  ~FirstCall() { dsp::set_agreement_mode(dsp::AgreementMode::every_call); }
+};
+}  // namespace
+
+TEST_CASE("first_call on NCCL: a warm switch and batch make no control collective (no host wait)") {
+  FirstCall mode;
+  OneRankNccl nccl;
+  using C = dsp::CountingCommunicator<dsp::NcclCommunicator>;
+  C c{dsp::NcclCommunicator(nccl.comm, nccl.stream)};
+  const std::array<std::size_t, 3> e{6, 5, 4};
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, C> x{c, e}, k{c, e};
+  dsp::DistTensor<float, 3, dsp::Sharded<1>, C> y{c, e}, k1{c, e};
+  dsp_device_test::fill(x);
+  dsp_device_test::fill(k);
+  for (int round = 0; round < 3; ++round) {
+    c.reset();
+    dsp::dynamic_switch<1>(x, y);
+    dsp::dynamic_switch<1>(dsp::batch(x, k), dsp::batch(y, k1));
+    CHECK(c.counts().control == (round == 0 ? 2u : 0u));
+  }
+  CHECK(dsp_device_test::count_wrong(y) == 0);
+  CHECK(dsp_device_test::count_wrong(k1) == 0);
+}
+
+TEST_CASE("first_call on NCCL: a switch and a batch captured in a CUDA graph, replayed 100 times") {
+  FirstCall mode;
+  OneRankNccl nccl;
+  dsp::NcclCommunicator c(nccl.comm, nccl.stream);
+  const std::array<std::size_t, 3> e{8, 6, 5};
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, dsp::NcclCommunicator> x{c, e}, q{c, e}, k{c, e};
+  dsp::DistTensor<float, 3, dsp::Sharded<2>, dsp::NcclCommunicator> y{c, e}, q1{c, e}, k1{c, e};
+  dsp_device_test::fill(x), dsp_device_test::fill(q), dsp_device_test::fill(k);
+  auto calls = [&] {
+    dsp::dynamic_switch<2>(x, y);
+    dsp::dynamic_switch<2>(dsp::batch(q, k), dsp::batch(q1, k1));
+  };
+  calls();  // the first calls: agreed, planned, tables and workspaces in place
+  Kokkos::fence();
+  cudaGraph_t graph = nullptr;
+  DSP_CHECK_CUDA(cudaStreamBeginCapture(nccl.stream, cudaStreamCaptureModeRelaxed));
+  calls();
+  DSP_CHECK_CUDA(cudaStreamEndCapture(nccl.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  DSP_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  std::size_t wrong = 0;
+  for (int r = 0; r < 100; ++r) {
+    for (auto* t : {&y, &q1, &k1})
+      DSP_CHECK_CUDA(cudaMemsetAsync(t->local().data(), 0xff, t->local().span() * sizeof(float), nccl.stream));
+    DSP_CHECK_CUDA(cudaGraphLaunch(exec, nccl.stream));
+    DSP_CHECK_CUDA(cudaStreamSynchronize(nccl.stream));
+    wrong += dsp_device_test::count_wrong(y) + dsp_device_test::count_wrong(q1) + dsp_device_test::count_wrong(k1);
+  }
+  CHECK(wrong == 0);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
 #endif
 
 int main(int argc, char** argv) {

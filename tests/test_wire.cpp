@@ -12,6 +12,7 @@
 #include <dsp/batch.hpp>
 #include <dsp/comm/counting.hpp>
 #include <dsp/cost.hpp>
+#include <dsp/half.hpp>
 #include <dsp/wire.hpp>
 
 #include <algorithm>

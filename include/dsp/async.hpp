@@ -85,9 +85,8 @@ class SplitPhase {
       : x_(std::move(x)), y_(std::move(y)), op_(std::move(op)) {
 #if DSP_CHECK_IN_FLIGHT
     if (op_ && !op_->finished()) {
-      const std::string site = detail::InFlightBlocks::site(what, loc);
       detail::for_each_tensor(
-          y_, [&](const auto& t) { detail::InFlightBlocks::get().mark(t.unchecked_local().data(), site); });
+          y_, [&](const auto& t) { detail::InFlightBlocks::get().mark(t.unchecked_local().data(), what, loc); });
       marked_ = true;
     }
 #endif
@@ -268,7 +267,8 @@ template <std::size_t D, class X, class Y>
                                 std::source_location loc = std::source_location::current()) {
   if constexpr (detail::switch_into_ok<D, X, Y>()) {
     static_assert(detail::wire_ok_for<X>(),
-                  "dsp::start_switch(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+                  "dsp::start_switch(x, y, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 tensors "
+                  "(which wire takes which: wire.hpp); this element type travels exact only.");
     constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
     static constexpr MeshPlan<1> plan = detail::switch_plan(i, D);
     return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
@@ -342,7 +342,8 @@ constexpr bool start_wire_ok() {
     return wire_redistribute_ok<To, tensor_t<std::tuple_element_t<0, decltype(std::declval<XA&>().tensors)>>>();
   else {
     static_assert(wire_ok_for<XA>(),
-                  "dsp::start_redistribute(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+                  "dsp::start_redistribute(x, y, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 "
+                  "tensors (which wire takes which: wire.hpp); this element type travels exact only.");
     return wire_ok_for<XA>() && wire_redistribute_ok<To, XA>();
   }
 }

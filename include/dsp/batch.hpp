@@ -163,8 +163,8 @@ template <std::size_t D, class X, class Y>
 void dynamic_switch(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::switch_into_ok<D, X, Y>()) {
     static_assert(detail::wire_ok_for<X>(),
-                  "dsp::dynamic_switch(x, wire) and (x, y, wire): a wire type applies to float tensors "
-                  "(dsp::Wire, wire.hpp).");
+                  "dsp::dynamic_switch(x, wire) and (x, y, wire): a wire carries float, double, dsp::bfloat16 and "
+                  "dsp::float16 tensors (which wire takes which: wire.hpp); this element type travels exact only.");
     if constexpr (detail::wire_ok_for<X>()) {
       detail::switch_into<D>(x, y, wire, loc);
     }
@@ -192,7 +192,8 @@ template <class X, class Y>
 void gather(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::gather_into_ok<X, Y>()) {
     static_assert(detail::wire_ok_for<X>(),
-                  "dsp::gather(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+                  "dsp::gather(x, y, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 tensors "
+                  "(which wire takes which: wire.hpp); this element type travels exact only.");
     if constexpr (detail::wire_ok_for<X>()) {
       detail::gather_into(x, y, wire, loc);
     }

@@ -27,6 +27,7 @@
 #include <dsp/extents.hpp>
 #include <dsp/global_index.hpp>
 #include <dsp/groups.hpp>
+#include <dsp/half.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mesh.hpp>
 #include <dsp/partition.hpp>

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <dsp/error.hpp>
+#include <dsp/half.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mpi.hpp>
 #include <dsp/redistribute.hpp>
@@ -58,7 +59,19 @@ constexpr bool supported_v =
     std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, std::int8_t> ||
     std::is_same_v<T, std::uint8_t> || std::is_same_v<T, std::int16_t> || std::is_same_v<T, std::uint16_t> ||
     std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::int64_t> ||
-    std::is_same_v<T, std::uint64_t>;
+    std::is_same_v<T, std::uint64_t> || std::is_same_v<T, dsp::bfloat16> || std::is_same_v<T, dsp::float16>;
+
+/// A 16-bit float type as HDF5 describes one (sign bit 15; `ebits` exponent
+/// bits, `mbits` mantissa bits, bias `bias`), made once: IEEE binary16 is what
+/// h5py writes for numpy's float16; bfloat16 has no HDF5 name, and this is
+/// its layout.
+inline hid_t half_type(unsigned ebits, unsigned mbits, unsigned bias) {
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, mbits, ebits, 0, mbits);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, bias);
+  return t;
+}
 
 template <class T>
 hid_t native_type() {
@@ -71,7 +84,13 @@ hid_t native_type() {
   else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_NATIVE_INT32;
   else if constexpr (std::is_same_v<T, std::uint32_t>) return H5T_NATIVE_UINT32;
   else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
-  else return H5T_NATIVE_UINT64;
+  else if constexpr (std::is_same_v<T, dsp::float16>) {
+    static const hid_t t = half_type(5, 10, 15);
+    return t;
+  } else if constexpr (std::is_same_v<T, dsp::bfloat16>) {
+    static const hid_t t = half_type(8, 7, 127);
+    return t;
+  } else return H5T_NATIVE_UINT64;
 }
 
 /// An element type as the messages name it.
@@ -86,6 +105,8 @@ constexpr const char* type_text() {
   else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
   else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
   else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, dsp::float16>) return "float16 (dsp::float16)";
+  else if constexpr (std::is_same_v<T, dsp::bfloat16>) return "bfloat16 (dsp::bfloat16)";
   else return "uint64";
 }
 
@@ -93,7 +114,7 @@ constexpr const char* type_text() {
 inline std::string type_text(hid_t t) {
   const std::string bits = std::to_string(8 * H5Tget_size(t));
   switch (H5Tget_class(t)) {
-    case H5T_FLOAT: return "float" + bits;
+    case H5T_FLOAT: return H5Tget_size(t) == 2 && H5Tget_ebias(t) == 127 ? "bfloat16" : "float" + bits;
     case H5T_INTEGER: return (H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int") + bits;
     case H5T_STRING: return "a string type";
     case H5T_COMPOUND: return "a compound type";
@@ -146,8 +167,8 @@ constexpr bool tensor_ok() {
   } else {
     constexpr bool type = supported_v<typename X::value_type>;
     static_assert(type,
-                  "dsp::hdf5: the element type must be float, double or a fixed-width integer "
-                  "(std::int8_t ... std::uint64_t).");
+                  "dsp::hdf5: the element type must be float, double, dsp::float16, dsp::bfloat16 or a "
+                  "fixed-width integer (std::int8_t ... std::uint64_t).");
     using W = std::remove_cvref_t<decltype(dsp::detail::group_traits<typename X::communicator_type>::world(
         std::declval<const typename X::communicator_type&>()))>;
     constexpr bool mpi = requires(const W& w) {

@@ -11,6 +11,7 @@
 #include <dsp/engine/api.hpp>
 #include <dsp/engine/workspace.hpp>
 #include <dsp/group.hpp>
+#include <dsp/half.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/tensor.hpp>
@@ -181,9 +182,11 @@ constexpr int reduce_type_code() {
 template <class L>
 inline constexpr auto codes_v = placement_codes<L>::value;
 
+/// Whether some low-precision wire carries X's element type (which one: a
+/// run-time check, wire_carries, since the wire is a value).
 template <class X>
 constexpr bool wire_ok_for() {
-  return std::is_same_v<typename tensor_t<X>::value_type, float>;
+  return elem_kind_v<typename tensor_t<X>::value_type> != ElemKind::other;
 }
 
 /// Fills the facts of tensor pair (x, y) of a call.
@@ -199,7 +202,7 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   t.out_extents = y.global_extents().data();
   t.out_same_group = same_group(x.communicator(), y.communicator());
   t.same_group_as_first = same_group(x.communicator(), x0.communicator());
-  t.is_float = std::is_same_v<T, float>;
+  t.kind = elem_kind_v<T>;
   const auto shape = group_traits<typename X::communicator_type>::shape(x.communicator());
   for (std::size_t a = 0; a < shape.size(); ++a) t.mesh_shape[a] = shape[a];
 }

@@ -306,7 +306,8 @@ template <class To, class X>
 auto redistribute(const X& x, Wire wire, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::wire_redistribute_ok<To, X>()) {
     static_assert(detail::wire_ok_for<X>(),
-                  "dsp::redistribute(x, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+                  "dsp::redistribute(x, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 tensors "
+                  "(which wire takes which: wire.hpp); this element type travels exact only.");
     using Y = detail::relayout_t<X, To>;
     Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
     redistribute<To>(x, y, wire, loc);
@@ -321,7 +322,8 @@ template <class To, class X, class Y>
 void redistribute(const X& x, Y& y, Wire wire, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::wire_redistribute_ok<To, X>()) {
     static_assert(detail::wire_ok_for<X>(),
-                  "dsp::redistribute(x, y, wire): a wire type applies to float tensors (dsp::Wire, wire.hpp).");
+                  "dsp::redistribute(x, y, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 tensors "
+                  "(which wire takes which: wire.hpp); this element type travels exact only.");
     if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>() && detail::wire_ok_for<X>())
       detail::redistribute_into<To>(std::tie(x), std::tie(y), wire, loc, detail::plan_of<X, To>::plan);
   }

@@ -9,6 +9,8 @@
 //   set_switch_algorithm(a)       DSP_SWITCH_ALGORITHM=...  automatic
 //   set_collective_deadline(d)    DSP_DEADLINE_SECONDS=s    none (0)
 //   set_planning(p)               DSP_PLANNING=...          heuristic
+//   set_agreement_mode(m)         DSP_AGREEMENT_MODE=...    every_call
+//   set_device_kernels(k)         DSP_DEVICE_KERNELS=...    tuned
 //
 // An environment variable with a value dsp does not accept makes the next
 // collective raise dsp::InvalidArgument on every rank, naming the accepted
@@ -69,6 +71,35 @@ enum class Planning {
 /// The name of a planning mode, as DSP_PLANNING spells it.
 constexpr const char* to_string(Planning p) noexcept { return p == Planning::measure ? "measure" : "heuristic"; }
 
+/// When the agreement check runs (with agreement checks on). Every rank must
+/// use the same mode (the check compares it).
+enum class AgreementMode {
+  every_call,  ///< before every collective (the default)
+  first_call,  ///< before the first call of each call description (operation, call site, shapes, layouts,
+               ///< types, settings) on each communicator; later identical calls run with no agreement
+               ///< collective and no host wait. docs/reliability.md says what this no longer catches.
+};
+
+/// The name of an agreement mode, as DSP_AGREEMENT_MODE spells it.
+constexpr const char* to_string(AgreementMode m) noexcept {
+  return m == AgreementMode::first_call ? "first_call" : "every_call";
+}
+
+/// Which device kernels copy and convert (GPU execution spaces only; host
+/// execution spaces always run the host kernels). Both are in every build, so
+/// one run can measure them side by side (scripts/gpu-checks.sh).
+enum class DeviceKernels {
+  tuned,     ///< a team per segment of a task, 16-byte words where aligned, several in flight per thread,
+             ///< the copy engine for large contiguous tasks; wires one element per thread (the default)
+  baseline,  ///< the first device run's kernels (docs/gpu.md): a thread per word found by binary search,
+             ///< wires a thread per block of 128 elements
+};
+
+/// The name of a kernel set, as DSP_DEVICE_KERNELS spells it.
+constexpr const char* to_string(DeviceKernels k) noexcept {
+  return k == DeviceKernels::baseline ? "baseline" : "tuned";
+}
+
 namespace detail {
 
 /// One setting: its value, and why the environment's value was refused ("" if not).
@@ -124,6 +155,25 @@ inline Setting<Planning>& planning_setting() {
   }();
   return s;
 }
+inline Setting<AgreementMode>& agreement_mode_setting() {
+  static Setting<AgreementMode> s = [] {
+    const char* e = std::getenv("DSP_AGREEMENT_MODE");
+    if (!e || !*e || std::string_view(e) == "every_call") return Setting<AgreementMode>{AgreementMode::every_call, ""};
+    if (std::string_view(e) == "first_call") return Setting<AgreementMode>{AgreementMode::first_call, ""};
+    return Setting<AgreementMode>{AgreementMode::every_call,
+                                  env_error("DSP_AGREEMENT_MODE", e, "every_call, first_call")};
+  }();
+  return s;
+}
+inline Setting<DeviceKernels>& device_kernels_setting() {
+  static Setting<DeviceKernels> s = [] {
+    const char* e = std::getenv("DSP_DEVICE_KERNELS");
+    if (!e || !*e || std::string_view(e) == "tuned") return Setting<DeviceKernels>{DeviceKernels::tuned, ""};
+    if (std::string_view(e) == "baseline") return Setting<DeviceKernels>{DeviceKernels::baseline, ""};
+    return Setting<DeviceKernels>{DeviceKernels::tuned, env_error("DSP_DEVICE_KERNELS", e, "tuned, baseline")};
+  }();
+  return s;
+}
 /// DSP_DEADLINE_SECONDS as a setting (read by deadline_setting, once).
 inline Setting<std::chrono::milliseconds> read_deadline_env() {
   using ms = std::chrono::milliseconds;
@@ -145,15 +195,17 @@ inline Setting<std::chrono::milliseconds>& deadline_setting() {
 /// collective makes, without building text.
 inline bool settings_ok() {
   return agreement_setting().error.empty() && call_site_setting().error.empty() && switch_setting().error.empty() &&
-         deadline_setting().error.empty() && planning_setting().error.empty();
+         deadline_setting().error.empty() && planning_setting().error.empty() &&
+         agreement_mode_setting().error.empty() && device_kernels_setting().error.empty();
 }
 
 /// Why a setting from the environment was refused ("" when all are fine).
 /// Collectives check it before they communicate, so it raises on every rank.
 inline std::string settings_error() {
   std::string why;
-  for (const std::string* e : {&agreement_setting().error, &call_site_setting().error, &switch_setting().error,
-                               &deadline_setting().error, &planning_setting().error})
+  for (const std::string* e :
+       {&agreement_setting().error, &call_site_setting().error, &switch_setting().error, &deadline_setting().error,
+        &planning_setting().error, &agreement_mode_setting().error, &device_kernels_setting().error})
     if (!e->empty()) why += (why.empty() ? "" : "; ") + *e;
   return why;
 }
@@ -193,6 +245,22 @@ inline SwitchAlgorithm switch_algorithm() { return detail::switch_setting().valu
 inline void set_planning(Planning p) { detail::planning_setting() = {p, ""}; }
 /// The planning mode collectives use.
 inline Planning planning() { return detail::planning_setting().value; }
+
+/// Chooses when the agreement check runs (AgreementMode::every_call by
+/// default). Under first_call, the first call of each call description on a
+/// communicator is checked in full and identical later calls are not: no
+/// agreement collective, no host wait (a stream-ordered backend's warm call
+/// can then be captured in a CUDA graph). What that gives up is in
+/// docs/reliability.md. Every rank must use the same mode.
+inline void set_agreement_mode(AgreementMode m) { detail::agreement_mode_setting() = {m, ""}; }
+/// The agreement mode collectives use.
+inline AgreementMode agreement_mode() { return detail::agreement_mode_setting().value; }
+
+/// Chooses the device kernels (DeviceKernels::tuned by default): for
+/// measuring the two side by side in one run. Local; results are identical.
+inline void set_device_kernels(DeviceKernels k) { detail::device_kernels_setting() = {k, ""}; }
+/// The device kernels in use.
+inline DeviceKernels device_kernels() { return detail::device_kernels_setting().value; }
 
 /// How long a rank waits in a collective's agreement check for the other
 /// ranks to arrive before it raises dsp::TimeoutError naming the operation and

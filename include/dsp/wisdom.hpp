@@ -256,7 +256,7 @@ DSP_FUNC std::string parse_wisdom(std::string_view text, std::map<DecisionKey, D
       else if (k == "elems") bit = 32, ok = list(v, ',', kMaxBatch, elems, ne);
       else if (k == "wire") {
         bit = 64;
-        for (Wire x : {Wire::exact, Wire::bf16, Wire::fp16, Wire::fp8_e4m3})
+        for (Wire x : kWires)
           if (v == wire_name(x)) wire = x;
         ok = wire.has_value();
       } else if (k == "caps") bit = 128, ok = number(v, caps) && caps <= 3;

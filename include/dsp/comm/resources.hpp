@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <typeindex>
 #include <typeinfo>
 #include <vector>
@@ -57,6 +59,22 @@ class CommResources {
   bool try_acquire() const noexcept { return !b_->busy.exchange(true, std::memory_order_acquire); }
   void release() const noexcept { b_->busy.store(false, std::memory_order_release); }
 
+  /// AgreementMode::first_call: whether the call with key `k` (a digest of
+  /// everything the agreement compares) was agreed on this communicator
+  /// before; remember_agreed records one. Kept apart from the cached objects,
+  /// so release_workspaces() on some ranks only cannot make the ranks' sets
+  /// differ; at 4096 keys the set starts over (on every rank alike, as every
+  /// rank records the same calls).
+  bool agreed(const std::array<std::uint64_t, 3>& k) const {
+    std::lock_guard<std::mutex> lock(b_->mutex);
+    return b_->agreed.count(k) != 0;
+  }
+  void remember_agreed(const std::array<std::uint64_t, 3>& k) const {
+    std::lock_guard<std::mutex> lock(b_->mutex);
+    if (b_->agreed.size() >= 4096) b_->agreed.clear();
+    b_->agreed.insert(k);
+  }
+
   /// A communicator whose collective deadline expired cannot be used again.
   void poison() const noexcept { b_->poisoned.store(true); }
   bool poisoned() const noexcept { return b_->poisoned.load(); }
@@ -85,6 +103,7 @@ class CommResources {
     }
     void remember(const std::type_info& t, void* object) { recent_[next_++ % recent_.size()] = Recent{&t, object}; }
     std::atomic<bool> busy{false};
+    std::set<std::array<std::uint64_t, 3>> agreed;
     std::atomic<bool> poisoned{false};
   };
   // Weak references to every live block, so release_all reaches them without

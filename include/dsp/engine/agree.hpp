@@ -91,6 +91,22 @@ inline const char* op_name(std::uint32_t op) {
   return "an unknown operation";
 }
 
+/// The operations of the data path: under AgreementMode::first_call their
+/// repeated calls skip the agreement. The others (construction, meshes,
+/// groups, distribute, reshard, dsp::hdf5) are checked every time.
+constexpr bool data_path_op(std::uint32_t op) {
+  switch (static_cast<Op>(op)) {
+    case Op::gather:
+    case Op::dynamic_switch:
+    case Op::redistribute:
+    case Op::start_switch:
+    case Op::start_gather:
+    case Op::batch_switch:
+    case Op::start_redistribute: return true;
+    default: return false;
+  }
+}
+
 /// Why a rank could not take part; the rank that failed knows the details.
 enum class Status : std::uint32_t {
   ok = 0,
@@ -144,6 +160,7 @@ struct Signature {
   std::uint32_t site_line = 0;
   std::uint64_t site_hash = 0;  // 0: call-site checks off
   std::uint32_t planning = static_cast<std::uint32_t>(dsp::planning());
+  std::uint32_t mode = static_cast<std::uint32_t>(dsp::agreement_mode());
   std::uint32_t plan = 0;  // the measured decisions a rank holds (not compared; see agree())
   char type[48] = {};
   char site[64] = {};  // the end of the call site's file name, for messages
@@ -316,7 +333,7 @@ inline bool same_call(const Signature& a, const Signature& b) {
          (a.type_hash ^ a.elem_bytes) == (b.type_hash ^ b.elem_bytes) && same_n(a.extents, b.extents, rank) &&
          same_n(a.src_layout, b.src_layout, placements) && same_n(a.dst_layout, b.dst_layout, placements) &&
          a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.path == b.path && a.site_hash == b.site_hash &&
-         a.planning == b.planning;
+         a.planning == b.planning && a.mode == b.mode;
 }
 
 /// What every rank sends in the agreement all-gather: small, because the
@@ -340,7 +357,7 @@ static_assert(sizeof(Digest) == 40);
 /// differ in several fields collide in both with probability about 2^-64 or
 /// less. The words' mixes are independent, so they run in parallel.
 inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
-  constexpr std::size_t kWords = 13 + kMaxAxes * 3 + kMaxRank;
+  constexpr std::size_t kWords = 14 + kMaxAxes * 3 + kMaxRank;
   struct Keys {
     std::uint64_t x[kWords], m[kWords];
   };
@@ -389,6 +406,7 @@ inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
   add(s.path);
   add(s.site_hash);
   add(s.planning);
+  add(s.mode);
   h[0] = a;
   h[1] = b;
 }
@@ -454,6 +472,9 @@ inline Digest digest_of(const Signature& s) {
   if (differs([](const Signature& s) { return s.planning; }))
     return "planning modes disagree (dsp::set_planning or DSP_PLANNING): " +
            list([](const Signature& s) { return std::string(to_string(Planning(s.planning))); });
+  if (differs([](const Signature& s) { return s.mode; }))
+    return "agreement modes disagree (dsp::set_agreement_mode or DSP_AGREEMENT_MODE): " +
+           list([](const Signature& s) { return std::string(to_string(AgreementMode(s.mode))); });
   if (differs([](const Signature& s) { return s.path; }))
     return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
            "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
@@ -503,6 +524,16 @@ DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_
   const int n = comm.size();
   Digest d = digest_of(mine);
   d.comm_size = static_cast<std::uint32_t>(n);
+  // AgreementMode::first_call: a data-path call this communicator agreed on
+  // before (the same digest: operation, site, types, extents, layouts,
+  // settings, decisions) goes on without communicating. A local failure then
+  // raises here only (docs/reliability.md: what this mode gives up).
+  const std::array<std::uint64_t, 3> key{d.hash[0], d.hash[1], (std::uint64_t(d.op) << 32) | d.plan};
+  const bool once = mine.mode == static_cast<std::uint32_t>(AgreementMode::first_call) && data_path_op(mine.op);
+  if (once && comm.resources().agreed(key)) {
+    if (mine.status != 0) throw_local(mine.status, local_error);
+    return true;
+  }
   thread_local std::vector<Digest> all;
   all.assign(static_cast<std::size_t>(n), Digest{});
   const char* op = op_name(mine.op);
@@ -545,7 +576,10 @@ DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_
                           "communicated and the input is unchanged");
     same = same && o.op == d.op && o.hash[0] == d.hash[0] && o.hash[1] == d.hash[1];
   }
-  if (same) return plans;
+  if (same) {
+    if (once && plans) comm.resources().remember_agreed(key);
+    return plans;
+  }
   // Some rank's call differs. Every rank saw the same table, so every rank
   // takes this second exchange: the whole signatures, to say how they differ.
   Signature full = mine;

@@ -72,8 +72,8 @@ struct TensorFacts {
   const std::size_t* out_extents = nullptr;  // the output's
   bool out_same_group = true;                // the output lives on the input's group
   bool same_group_as_first = true;           // the input lives on tensor 0's group
-  bool is_float = false;
-  std::array<int, kMaxAxes> mesh_shape{};  // the input's mesh shape (a plain communicator: its size)
+  ElemKind kind = ElemKind::other;           // which wires carry it
+  std::array<int, kMaxAxes> mesh_shape{};    // the input's mesh shape (a plain communicator: its size)
 };
 
 /// One call of a front end, as facts: what it is, on which tensors, with
@@ -127,9 +127,8 @@ DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std:
 
 /// What is wrong with a batch's arguments, as text (cold: only on error):
 /// the first tensor whose extents differ from tensor 0's, that lives on
-/// another group, that is not float under a low-precision wire, or whose
-/// output shares memory with another tensor. Sets `status` to bad_argument
-/// or bad_output.
+/// another group, or whose output shares memory with another tensor. Sets
+/// `status` to bad_argument or bad_output.
 DSP_FUNC std::string batch_error(const CallFacts& f, Status& status);
 #if DSP_FUNC_BODIES
 DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
@@ -157,8 +156,6 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
       }
       return who + ": tensor " + k + " of the batch lives on another communicator than tensor 0";
     }
-    if (f.wire != Wire::exact && !a.is_float)
-      return who + ": a low-precision wire (" + wire_name(f.wire) + ") needs float tensors; tensor " + k + " is not";
     for (std::size_t u = 0; u < f.n; ++u)
       if (u != t && (ranges_overlap(a.out_range, f.t[u].in_range) || ranges_overlap(a.out_range, f.t[u].out_range))) {
         status = Status::bad_output;
@@ -168,6 +165,22 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
       }
   }
   return "";
+}
+#endif
+
+/// Why the call's wire cannot carry one of its tensors, as text, or "" (cold
+/// text: only on error). `index`: the tensor in a batch, -1 for one tensor.
+DSP_FUNC std::string wire_error(const char* op, int rank, Wire w, ElemKind kind, long index);
+#if DSP_FUNC_BODIES
+DSP_FUNC std::string wire_error(const char* op, int rank, Wire w, ElemKind kind, long index) {
+  if (wire_carries(w, kind)) return "";
+  const std::string who = std::string(op) + " (rank " + std::to_string(rank) + ")";
+  const std::string which = index < 0 ? std::string("the tensor") : "tensor " + std::to_string(index) + " of the batch";
+  if (kind == ElemKind::other)
+    return who + ": the " + wire_name(w) + " wire carries float, double, dsp::bfloat16 and dsp::float16 tensors; " +
+           which + " holds another element type, which travels exact only (wire.hpp)";
+  return who + ": the " + wire_name(w) + " wire does not carry " + elem_kind_name(kind) + " tensors (" + which + "); " +
+         elem_kind_name(kind) + " travels on " + wires_for(kind) + " (wire.hpp)";
 }
 #endif
 

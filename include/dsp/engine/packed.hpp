@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: executing packed plans (plan/packed.hpp): the switch and the gather of
-// a batch of tensors, or of float tensors on a low-precision wire, on one
+// a batch of tensors, or of tensors on a low-precision wire, on one
 // communicator. Generic in the memory space only. The pieces a split-phase
 // operation needs (pack and own blocks now, unpack one peer's chunk as it
 // lands) are separate functions, so the blocking and the split-phase
@@ -51,8 +51,7 @@ std::shared_ptr<const PackedGatherPlan> plan_and_reserve_packed_gather(Port& com
 template <class Exec>
 void packed_own_blocks(const Exec& exec, const PackedPlan& plan, const PackedArgs& a) {
   for (const PackedItem& t : a.items) {
-    if (a.wire != Wire::exact)
-      wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), plan.peer.self);
+    if (a.wire != Wire::exact) wire_round(exec, a.wire, t.kind, t.out, t.in, plan.peer.self);
     else copy_runs(exec, t.out, t.in, t.elem_bytes, std::span(&plan.peer.self, 1));
   }
 }
@@ -64,7 +63,7 @@ void packed_pack(const Exec& exec, const PackedPlan& plan, const PackedArgs& a, 
     for (const PeerRuns& s : plan.peer.sends) {
       std::size_t at = plan.send_displs[std::size_t(s.peer)];
       for (const PackedItem& t : a.items) {
-        wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), s.runs, s.elems);
+        wire_pack(exec, a.wire, t.kind, sbuf + at, t.in, s.runs, s.elems);
         at += wire_section_bytes(a.wire, s.elems, t.elem_bytes);
       }
     }
@@ -83,7 +82,7 @@ void packed_unpack_one(const Exec& exec, const PackedPlan& plan, const PackedArg
   if (a.wire != Wire::exact) {
     std::size_t at = plan.recv_displs[std::size_t(rr.peer)];
     for (const PackedItem& t : a.items) {
-      wire_unpack(exec, a.wire, static_cast<float*>(t.out), rr.runs, rbuf + at, rr.elems);
+      wire_unpack(exec, a.wire, t.kind, t.out, rr.runs, rbuf + at, rr.elems);
       at += wire_section_bytes(a.wire, rr.elems, t.elem_bytes);
     }
   } else {
@@ -167,10 +166,8 @@ void packed_gather_own(const Exec& exec, const PackedGatherPlan& plan, const Pac
   for (std::size_t k = 0; k < a.items.size(); ++k) {
     const PackedItem& t = a.items[k];
     if (a.wire != Wire::exact) {
-      wire_round(exec, a.wire, static_cast<float*>(t.out), static_cast<const float*>(t.in), own);
-      if (sbuf)
-        wire_pack(exec, a.wire, sbuf + at, static_cast<const float*>(t.in), contiguous(0, plan.elems[p]),
-                  plan.elems[p]);
+      wire_round(exec, a.wire, t.kind, t.out, t.in, own);
+      if (sbuf) wire_pack(exec, a.wire, t.kind, sbuf + at, t.in, contiguous(0, plan.elems[p]), plan.elems[p]);
       at += wire_section_bytes(a.wire, plan.elems[p], t.elem_bytes);
     } else {
       copy_runs(exec, t.out, t.in, t.elem_bytes, std::span(&own, 1));
@@ -188,7 +185,7 @@ void packed_gather_unpack_one(const Exec& exec, const PackedGatherPlan& plan, co
   if (a.wire != Wire::exact) {
     std::size_t at = plan.displs[q];
     for (const PackedItem& t : a.items) {
-      wire_unpack(exec, a.wire, static_cast<float*>(t.out), plan.place[q], rbuf + at, plan.elems[q]);
+      wire_unpack(exec, a.wire, t.kind, t.out, plan.place[q], rbuf + at, plan.elems[q]);
       at += wire_section_bytes(a.wire, plan.elems[q], t.elem_bytes);
     }
   } else {

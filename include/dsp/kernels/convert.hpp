@@ -1,13 +1,24 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: the pack, unpack and own-block kernels of a low-precision wire
-// (wire.hpp): they copy between a float tensor's run pattern and a wire
-// section (or, for the own block, between two run patterns) and convert on
-// the way, so the conversion costs no pass of its own. Work is split into
-// blocks of kFp8Block elements in the chunk's element order; in fp8 a block
-// is also the unit of one scale.
+// (wire.hpp): they copy between a tensor's run pattern and a wire section
+// (or, for the own block, between two run patterns) and convert on the way,
+// so the conversion costs no pass of its own. Every element goes through
+// float (a double tensor: rounded to float, which is what the fp32 wire
+// carries). In fp8 the elements are in blocks of kFp8Block in the chunk's
+// element order, one scale each.
+//
+// Two schedules, the same values: on the host, a loop per block of
+// kFp8Block elements, written so the compiler vectorizes the contiguous case;
+// on a device (DeviceKernels::tuned), one element per thread, neighbouring
+// threads on neighbouring elements, and for fp8 a team per block whose
+// threads reduce the block's largest value together. DeviceKernels::baseline
+// runs the host schedule on the device (a thread per block: its loads are
+// 512 bytes apart, which is why it ran at 0.07x of cudaMemcpy on an H200).
 #pragma once
 
+#include <dsp/half.hpp>
 #include <dsp/plan/runs.hpp>
+#include <dsp/settings.hpp>
 #include <dsp/wire.hpp>
 
 #include <Kokkos_Core.hpp>
@@ -43,127 +54,192 @@ KOKKOS_INLINE_FUNCTION float load_f32(const unsigned char* p) {
 }
 KOKKOS_INLINE_FUNCTION void store_f32(unsigned char* p, float f) { __builtin_memcpy(p, &f, sizeof f); }
 
+/// An element kind's storage and its way to and from float.
+template <ElemKind K>
+struct ElemOps;
+template <>
+struct ElemOps<ElemKind::f32> {
+  using T = float;
+  KOKKOS_INLINE_FUNCTION static float load(T x) { return x; }
+  KOKKOS_INLINE_FUNCTION static T store(float v) { return v; }
+};
+template <>
+struct ElemOps<ElemKind::f64> {
+  using T = double;
+  KOKKOS_INLINE_FUNCTION static float load(T x) { return static_cast<float>(x); }  // round to nearest even
+  KOKKOS_INLINE_FUNCTION static T store(float v) { return v; }
+};
+template <>
+struct ElemOps<ElemKind::bf16> {
+  using T = std::uint16_t;  // dsp::bfloat16's bits
+  KOKKOS_INLINE_FUNCTION static float load(T x) { return wire::from_bf16(x); }
+  KOKKOS_INLINE_FUNCTION static T store(float v) { return wire::to_bf16(v); }
+};
+template <>
+struct ElemOps<ElemKind::f16> {
+  using T = std::uint16_t;  // dsp::float16's bits
+  KOKKOS_INLINE_FUNCTION static float load(T x) { return wire::from_fp16(x); }
+  /// A finite value past fp16's largest (a bf16 wire rounds 65409 ... 65504
+  /// up to 65536) arrives as +-65504, not as an infinity.
+  KOKKOS_INLINE_FUNCTION static T store(float v) {
+    const std::uint32_t u = wire::bits(v), a = u & 0x7fffffffu;
+    const bool past = a > 0x477fe000u && a < 0x7f800000u;  // 65504 < |v| < inf
+    return wire::to_fp16(past ? wire::from_bits((u & 0x80000000u) | 0x477fe000u) : v);
+  }
+};
+
+/// A value on a 2- or 4-byte wire (bf16, fp16, fp32): element e of section `sec`.
+KOKKOS_INLINE_FUNCTION void put_wire(Wire w, unsigned char* sec, std::size_t e, float v) {
+  if (w == Wire::fp32) store_f32(sec + 4 * e, v);
+  else reinterpret_cast<std::uint16_t*>(sec)[e] = w == Wire::bf16 ? wire::to_bf16(v) : wire::to_fp16(v);
+}
+KOKKOS_INLINE_FUNCTION float get_wire(Wire w, const unsigned char* sec, std::size_t e) {
+  if (w == Wire::fp32) return load_f32(sec + 4 * e);
+  const std::uint16_t h = reinterpret_cast<const std::uint16_t*>(sec)[e];
+  return w == Wire::bf16 ? wire::from_bf16(h) : wire::from_fp16(h);
+}
+/// v through a 2- or 4-byte wire and back.
+KOKKOS_INLINE_FUNCTION float round_wire(Wire w, float v) {
+  if (w == Wire::fp32) return v;
+  return w == Wire::bf16 ? wire::from_bf16(wire::to_bf16(v)) : wire::from_fp16(wire::to_fp16(v));
+}
+
 /// The largest finite |x| of elements [e0, e1) of `src` along `runs`.
-KOKKOS_INLINE_FUNCTION float block_amax(const float* src, const Runs& runs, std::size_t e0, std::size_t e1) {
+template <ElemKind K>
+KOKKOS_INLINE_FUNCTION float block_amax(const typename ElemOps<K>::T* src, const Runs& runs, std::size_t e0,
+                                        std::size_t e1) {
   float amax = 0;
+  if (const std::size_t i0 = contiguous_from(runs, e0, e1); i0 != ~std::size_t(0)) {
+    for (std::size_t e = 0; e < e1 - e0; ++e) {
+      const float x = ElemOps<K>::load(src[i0 + e]);
+      const float a = x < 0 ? -x : x;
+      amax = wire::finite(x) && a > amax ? a : amax;
+    }
+    return amax;
+  }
   RunCursor c(runs, e0);
   for (std::size_t e = e0; e < e1; ++e, c.next()) {
-    const float x = src[c.index()];
+    const float x = ElemOps<K>::load(src[c.index()]);
     const float a = x < 0 ? -x : x;
     if (wire::finite(x) && a > amax) amax = a;
   }
   return amax;
 }
 
-/// Block b of a pack: elements of `src` along `runs` into wire section `sec`
-/// (n elements, nb blocks).
-KOKKOS_INLINE_FUNCTION void pack_block(Wire w, unsigned char* sec, std::size_t n, const float* src, const Runs& runs,
-                                       std::size_t b) {
-  const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+/// Calls f(e, index) for elements [e0, e1) along `runs`: a plain loop when
+/// they are contiguous (so it vectorizes), else a cursor.
+template <class F>
+KOKKOS_INLINE_FUNCTION void for_elements(const Runs& runs, std::size_t e0, std::size_t e1, const F& f) {
   if (const std::size_t i0 = contiguous_from(runs, e0, e1); i0 != ~std::size_t(0)) {
-    const float* in = src + i0;
-    const std::size_t m = e1 - e0;
-    if (w == Wire::fp8_e4m3) {
-      const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
-      float amax = 0;
-      for (std::size_t e = 0; e < m; ++e) {
-        const float a = in[e] < 0 ? -in[e] : in[e];
-        amax = wire::finite(in[e]) && a > amax ? a : amax;
-      }
-      const wire::Fp8Scale s = wire::fp8_scale(amax);
-      store_f32(sec + 4 * b, s.amax);
-      unsigned char* codes = sec + 4 * nb + e0;
-      for (std::size_t e = 0; e < m; ++e) codes[e] = wire::to_fp8(in[e], s.scale);
-    } else {
-      auto* h = reinterpret_cast<std::uint16_t*>(sec) + e0;
-      if (w == Wire::bf16)
-        for (std::size_t e = 0; e < m; ++e) h[e] = wire::to_bf16(in[e]);
-      else
-        for (std::size_t e = 0; e < m; ++e) h[e] = wire::to_fp16(in[e]);
-    }
+    for (std::size_t e = e0; e < e1; ++e) f(e, i0 + (e - e0));
     return;
   }
   RunCursor c(runs, e0);
+  for (std::size_t e = e0; e < e1; ++e, c.next()) f(e, c.index());
+}
+
+/// Block b of a pack: elements of `src` along `runs` into wire section `sec`
+/// (n elements, nb blocks).
+template <ElemKind K>
+KOKKOS_INLINE_FUNCTION void pack_block(Wire w, unsigned char* sec, std::size_t n, const typename ElemOps<K>::T* src,
+                                       const Runs& runs, std::size_t b) {
+  const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
   if (w == Wire::fp8_e4m3) {
     const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
-    const wire::Fp8Scale s = wire::fp8_scale(block_amax(src, runs, e0, e1));
+    const wire::Fp8Scale s = wire::fp8_scale(block_amax<K>(src, runs, e0, e1));
     store_f32(sec + 4 * b, s.amax);
     unsigned char* codes = sec + 4 * nb;
-    for (std::size_t e = e0; e < e1; ++e, c.next()) codes[e] = wire::to_fp8(src[c.index()], s.scale);
+    for_elements(runs, e0, e1,
+                 [&](std::size_t e, std::size_t i) { codes[e] = wire::to_fp8(ElemOps<K>::load(src[i]), s.scale); });
     return;
   }
-  auto* h = reinterpret_cast<std::uint16_t*>(sec);
-  if (w == Wire::bf16)
-    for (std::size_t e = e0; e < e1; ++e, c.next()) h[e] = wire::to_bf16(src[c.index()]);
-  else
-    for (std::size_t e = e0; e < e1; ++e, c.next()) h[e] = wire::to_fp16(src[c.index()]);
+  for_elements(runs, e0, e1, [&](std::size_t e, std::size_t i) { put_wire(w, sec, e, ElemOps<K>::load(src[i])); });
 }
 
 /// Block b of an unpack: wire section `sec` (n elements) into `dst` along `runs`.
-KOKKOS_INLINE_FUNCTION void unpack_block(Wire w, float* dst, const Runs& runs, const unsigned char* sec, std::size_t n,
-                                         std::size_t b) {
+template <ElemKind K>
+KOKKOS_INLINE_FUNCTION void unpack_block(Wire w, typename ElemOps<K>::T* dst, const Runs& runs,
+                                         const unsigned char* sec, std::size_t n, std::size_t b) {
   const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
-  if (const std::size_t i0 = contiguous_from(runs, e0, e1); i0 != ~std::size_t(0)) {
-    float* out = dst + i0;
-    const std::size_t m = e1 - e0;
-    if (w == Wire::fp8_e4m3) {
-      const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
-      const double inverse = wire::fp8_inverse(load_f32(sec + 4 * b));
-      const unsigned char* codes = sec + 4 * nb + e0;
-      for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_fp8(codes[e], inverse);
-    } else {
-      const auto* h = reinterpret_cast<const std::uint16_t*>(sec) + e0;
-      if (w == Wire::bf16)
-        for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_bf16(h[e]);
-      else
-        for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_fp16(h[e]);
-    }
-    return;
-  }
-  RunCursor c(runs, e0);
   if (w == Wire::fp8_e4m3) {
     const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
     const double inverse = wire::fp8_inverse(load_f32(sec + 4 * b));
     const unsigned char* codes = sec + 4 * nb;
-    for (std::size_t e = e0; e < e1; ++e, c.next()) dst[c.index()] = wire::from_fp8(codes[e], inverse);
+    for_elements(runs, e0, e1,
+                 [&](std::size_t e, std::size_t i) { dst[i] = ElemOps<K>::store(wire::from_fp8(codes[e], inverse)); });
     return;
   }
-  const auto* h = reinterpret_cast<const std::uint16_t*>(sec);
-  if (w == Wire::bf16)
-    for (std::size_t e = e0; e < e1; ++e, c.next()) dst[c.index()] = wire::from_bf16(h[e]);
-  else
-    for (std::size_t e = e0; e < e1; ++e, c.next()) dst[c.index()] = wire::from_fp16(h[e]);
+  for_elements(runs, e0, e1, [&](std::size_t e, std::size_t i) { dst[i] = ElemOps<K>::store(get_wire(w, sec, e)); });
 }
 
 /// Block b of the own block: `src` along `sr` into `dst` along `dr`, through
 /// the wire's rounding (the same values a peer would receive).
-KOKKOS_INLINE_FUNCTION void round_block(Wire w, float* dst, const Runs& dr, const float* src, const Runs& sr,
-                                        std::size_t n, std::size_t b) {
+template <ElemKind K>
+KOKKOS_INLINE_FUNCTION void round_block(Wire w, typename ElemOps<K>::T* dst, const Runs& dr,
+                                        const typename ElemOps<K>::T* src, const Runs& sr, std::size_t n,
+                                        std::size_t b) {
+  using Op = ElemOps<K>;
   const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
   const std::size_t di = contiguous_from(dr, e0, e1), si = contiguous_from(sr, e0, e1);
-  if (di != ~std::size_t(0) && si != ~std::size_t(0) && w != Wire::fp8_e4m3) {  // the common case: loops that vectorize
-    float* out = dst + di;
-    const float* in = src + si;
-    const std::size_t m = e1 - e0;
-    if (w == Wire::bf16)
-      for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_bf16(wire::to_bf16(in[e]));
-    else
-      for (std::size_t e = 0; e < m; ++e) out[e] = wire::from_fp16(wire::to_fp16(in[e]));
+  if (w == Wire::fp8_e4m3) {
+    const wire::Fp8Scale k = wire::fp8_scale(block_amax<K>(src, sr, e0, e1));
+    const double inverse = wire::fp8_inverse(k.amax);
+    RunCursor d(dr, e0), s(sr, e0);
+    for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
+      dst[d.index()] = Op::store(wire::from_fp8(wire::to_fp8(Op::load(src[s.index()]), k.scale), inverse));
+    return;
+  }
+  if (di != ~std::size_t(0) && si != ~std::size_t(0)) {  // the common case: a loop that vectorizes
+    for (std::size_t e = 0; e < e1 - e0; ++e) dst[di + e] = Op::store(round_wire(w, Op::load(src[si + e])));
     return;
   }
   RunCursor d(dr, e0), s(sr, e0);
-  if (w == Wire::fp8_e4m3) {
-    const wire::Fp8Scale k = wire::fp8_scale(block_amax(src, sr, e0, e1));
-    const double inverse = wire::fp8_inverse(k.amax);
-    for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
-      dst[d.index()] = wire::from_fp8(wire::to_fp8(src[s.index()], k.scale), inverse);
-  } else if (w == Wire::bf16) {
-    for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
-      dst[d.index()] = wire::from_bf16(wire::to_bf16(src[s.index()]));
-  } else {
-    for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
-      dst[d.index()] = wire::from_fp16(wire::to_fp16(src[s.index()]));
-  }
+  for (std::size_t e = e0; e < e1; ++e, d.next(), s.next())
+    dst[d.index()] = Op::store(round_wire(w, Op::load(src[s.index()])));
+}
+
+// ------------------------------------------------------------ device schedule
+
+/// Element e of a run pattern, with the division by the run length done by
+/// a Divisor-like multiply where the numerator fits (see copy.hpp).
+KOKKOS_INLINE_FUNCTION std::size_t run_index(const Runs& r, std::size_t e) {
+  const std::size_t q = e / r.len;
+  return r.base + q * r.stride + (e - q * r.len);
+}
+
+/// The largest finite |value| of block b, reduced by the team's threads.
+template <ElemKind K, class Member>
+KOKKOS_INLINE_FUNCTION float team_amax(const Member& m, const typename ElemOps<K>::T* src, const Runs& runs,
+                                       std::size_t e0, std::size_t e1) {
+  float amax = 0;
+  Kokkos::parallel_reduce(
+      Kokkos::TeamThreadRange(m, e0, e1),
+      [&](std::size_t e, float& a) {
+    const float x = ElemOps<K>::load(src[run_index(runs, e)]);
+    const float v = x < 0 ? -x : x;
+    if (wire::finite(x) && v > a) a = v;
+      },
+      Kokkos::Max<float>(amax));
+  return amax;
+}
+
+/// Threads per team of the device fp8 kernels: one block of kFp8Block
+/// elements per team, an element per thread (1 on host execution spaces,
+/// whose teams have one thread).
+template <class Exec>
+Kokkos::TeamPolicy<Exec> fp8_teams(const Exec& exec, std::size_t blocks) {
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
+    return Kokkos::TeamPolicy<Exec>(exec, int(blocks), 1);
+  else return Kokkos::TeamPolicy<Exec>(exec, int(blocks), int(kFp8Block));
+}
+
+/// Whether the element schedule runs (a device, DeviceKernels::tuned), or
+/// the block loop.
+template <class Exec>
+bool element_schedule(bool force) {
+  if (force) return true;
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) return false;
+  else return device_kernels() == DeviceKernels::tuned;
 }
 
 /// Runs `body(b)` for every block of an n-element chunk on `exec`: inline on
@@ -181,27 +257,137 @@ void for_blocks(const Exec& exec, std::size_t n, const Body& body) {
   Kokkos::parallel_for("dsp::wire", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, nb), body);
 }
 
-/// Packs n float elements of `src` along `runs` into the wire section at `sec`.
+template <ElemKind K, class Exec>
+void wire_pack_as(const Exec& exec, Wire w, unsigned char* sec, const void* src_ptr, Runs runs, std::size_t n,
+                  bool elementwise) {
+  using T = typename ElemOps<K>::T;
+  const T* src = static_cast<const T*>(src_ptr);
+  if (n == 0) return;
+  if (!element_schedule<Exec>(elementwise)) {
+    for_blocks(
+        exec, n, KOKKOS_LAMBDA(std::size_t b) { pack_block<K>(w, sec, n, src, runs, b); });
+    return;
+  }
+  if (w != Wire::fp8_e4m3) {
+    Kokkos::parallel_for(
+        "dsp::wire_pack", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(std::size_t e) { put_wire(w, sec, e, ElemOps<K>::load(src[run_index(runs, e)])); });
+    return;
+  }
+  const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for(
+      "dsp::wire_pack_fp8", fp8_teams(exec, nb), KOKKOS_LAMBDA(const Member& m) {
+        const std::size_t b = std::size_t(m.league_rank());
+        const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+        const wire::Fp8Scale s = wire::fp8_scale(team_amax<K>(m, src, runs, e0, e1));
+        Kokkos::single(Kokkos::PerTeam(m), [&] { store_f32(sec + 4 * b, s.amax); });
+        unsigned char* codes = sec + 4 * nb;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, e0, e1), [&](std::size_t e) {
+          codes[e] = wire::to_fp8(ElemOps<K>::load(src[run_index(runs, e)]), s.scale);
+        });
+      });
+}
+
+template <ElemKind K, class Exec>
+void wire_unpack_as(const Exec& exec, Wire w, void* dst_ptr, Runs runs, const unsigned char* sec, std::size_t n,
+                    bool elementwise) {
+  using T = typename ElemOps<K>::T;
+  T* dst = static_cast<T*>(dst_ptr);
+  if (n == 0) return;
+  if (!element_schedule<Exec>(elementwise)) {
+    for_blocks(
+        exec, n, KOKKOS_LAMBDA(std::size_t b) { unpack_block<K>(w, dst, runs, sec, n, b); });
+    return;
+  }
+  const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
+  Kokkos::parallel_for(
+      "dsp::wire_unpack", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, n),
+      KOKKOS_LAMBDA(std::size_t e) {
+        float v;
+        if (w == Wire::fp8_e4m3)
+          v = wire::from_fp8(sec[4 * nb + e], wire::fp8_inverse(load_f32(sec + 4 * (e / kFp8Block))));
+        else v = get_wire(w, sec, e);
+        dst[run_index(runs, e)] = ElemOps<K>::store(v);
+      });
+}
+
+template <ElemKind K, class Exec>
+void wire_round_as(const Exec& exec, Wire w, void* dst_ptr, const void* src_ptr, const CopyTask& t, bool elementwise) {
+  using T = typename ElemOps<K>::T;
+  using Op = ElemOps<K>;
+  T* dst = static_cast<T*>(dst_ptr);
+  const T* src = static_cast<const T*>(src_ptr);
+  const Runs dr = t.dst, sr = t.src;
+  const std::size_t n = t.elems;
+  if (n == 0) return;
+  if (!element_schedule<Exec>(elementwise)) {
+    for_blocks(
+        exec, n, KOKKOS_LAMBDA(std::size_t b) { round_block<K>(w, dst, dr, src, sr, n, b); });
+    return;
+  }
+  if (w != Wire::fp8_e4m3) {
+    Kokkos::parallel_for(
+        "dsp::wire_round", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, n),
+        KOKKOS_LAMBDA(std::size_t e) {
+          dst[run_index(dr, e)] = Op::store(round_wire(w, Op::load(src[run_index(sr, e)])));
+        });
+    return;
+  }
+  const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
+  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  Kokkos::parallel_for(
+      "dsp::wire_round_fp8", fp8_teams(exec, nb), KOKKOS_LAMBDA(const Member& m) {
+        const std::size_t b = std::size_t(m.league_rank());
+        const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+        const wire::Fp8Scale k = wire::fp8_scale(team_amax<K>(m, src, sr, e0, e1));
+        const double inverse = wire::fp8_inverse(k.amax);
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(m, e0, e1), [&](std::size_t e) {
+          dst[run_index(dr, e)] =
+              Op::store(wire::from_fp8(wire::to_fp8(Op::load(src[run_index(sr, e)]), k.scale), inverse));
+        });
+      });
+}
+
+/// Dispatches on the element kind (a wire_carries pair: the front ends and
+/// batch_error make sure of it).
+#define DSP_WIRE_DISPATCH(kind, call)                 \
+  switch (kind) {                                     \
+    case ElemKind::f64: return call(ElemKind::f64);   \
+    case ElemKind::bf16: return call(ElemKind::bf16); \
+    case ElemKind::f16: return call(ElemKind::f16);   \
+    default: return call(ElemKind::f32);              \
+  }
+
+/// Packs n elements of kind `kind` of `src` along `runs` into the wire
+/// section at `sec`. `elementwise`: the device schedule on any execution
+/// space (tests); otherwise it runs on devices under DeviceKernels::tuned.
 template <class Exec>
-void wire_pack(const Exec& exec, Wire w, unsigned char* sec, const float* src, Runs runs, std::size_t n) {
-  for_blocks(
-      exec, n, KOKKOS_LAMBDA(std::size_t b) { pack_block(w, sec, n, src, runs, b); });
+void wire_pack(const Exec& exec, Wire w, ElemKind kind, unsigned char* sec, const void* src, Runs runs, std::size_t n,
+               bool elementwise = false) {
+#define DSP_CALL(K) wire_pack_as<K>(exec, w, sec, src, runs, n, elementwise)
+  DSP_WIRE_DISPATCH(kind, DSP_CALL)
+#undef DSP_CALL
 }
 
 /// Unpacks the wire section at `sec` (n elements) into `dst` along `runs`.
 template <class Exec>
-void wire_unpack(const Exec& exec, Wire w, float* dst, Runs runs, const unsigned char* sec, std::size_t n) {
-  for_blocks(
-      exec, n, KOKKOS_LAMBDA(std::size_t b) { unpack_block(w, dst, runs, sec, n, b); });
+void wire_unpack(const Exec& exec, Wire w, ElemKind kind, void* dst, Runs runs, const unsigned char* sec, std::size_t n,
+                 bool elementwise = false) {
+#define DSP_CALL(K) wire_unpack_as<K>(exec, w, dst, runs, sec, n, elementwise)
+  DSP_WIRE_DISPATCH(kind, DSP_CALL)
+#undef DSP_CALL
 }
 
 /// The own block: a copy task through the wire's rounding.
 template <class Exec>
-void wire_round(const Exec& exec, Wire w, float* dst, const float* src, const CopyTask& t) {
-  const Runs dr = t.dst, sr = t.src;
-  const std::size_t n = t.elems;
-  for_blocks(
-      exec, n, KOKKOS_LAMBDA(std::size_t b) { round_block(w, dst, dr, src, sr, n, b); });
+void wire_round(const Exec& exec, Wire w, ElemKind kind, void* dst, const void* src, const CopyTask& t,
+                bool elementwise = false) {
+#define DSP_CALL(K) wire_round_as<K>(exec, w, dst, src, t, elementwise)
+  DSP_WIRE_DISPATCH(kind, DSP_CALL)
+#undef DSP_CALL
 }
+
+#undef DSP_WIRE_DISPATCH
 
 }  // namespace dsp::detail

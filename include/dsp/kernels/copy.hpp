@@ -4,6 +4,7 @@
 #pragma once
 
 #include <dsp/plan/runs.hpp>
+#include <dsp/settings.hpp>
 
 #include <Kokkos_Core.hpp>
 
@@ -264,6 +265,175 @@ void copy_runs_device(const Exec& exec, unsigned char* dst, const unsigned char*
   }
 }
 
+// ------------------------------------------------ device path, tuned schedule
+//
+// DeviceKernels::tuned (the default on devices): the call's tasks are cut into
+// segments of kSegmentWords words, a team per segment, so no thread searches
+// for its task; words are up to 16 bytes wide; each thread keeps four words
+// in flight. A task whose pieces are at least a warp long is walked piece by
+// piece (the index arithmetic once per piece, the team's threads on
+// neighbouring words); shorter pieces are found word by word with Divisor's
+// multiply. A task that is one contiguous range on both sides and at least
+// kEngineBytes long goes to the copy engine (Kokkos::deep_copy on the
+// execution space: cudaMemcpyAsync on its stream). The table, as the
+// baseline's, is cached on the device by contents.
+
+/// Words per segment (a team's share of a task).
+inline constexpr std::size_t kSegmentWords = 4096;
+/// Contiguous tasks of at least this many bytes go to the copy engine.
+inline constexpr std::size_t kEngineBytes = std::size_t(1) << 20;
+
+/// A 16-byte word: one vector load and store on a GPU.
+struct alignas(16) Word16 {
+  std::uint64_t lo, hi;
+};
+
+/// A segment of a call: words [first, first + words) of task `task`.
+struct Segment {
+  std::size_t task = 0, first = 0, words = 0;
+};
+
+/// The widest word (16, 8, 4, 2 or 1 bytes) for a call (copy_word_bytes, and 16).
+inline std::size_t tuned_word_bytes(const void* dst, const void* src, std::size_t elem_bytes,
+                                    std::span<const CopyTask> tasks) {
+  std::size_t a = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0) continue;
+    std::size_t off = t.dst.base | t.src.base | (t.dst.len < t.src.len ? t.dst.len : t.src.len);
+    if (t.elems > t.dst.len) off |= t.dst.stride;
+    if (t.elems > t.src.len) off |= t.src.stride;
+    a |= off * elem_bytes;
+  }
+  return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : a % 2 == 0 ? 2 : 1;
+}
+
+/// Whether a task is one contiguous range on both sides.
+constexpr bool one_range(const CopyTask& t) { return t.elems <= t.dst.len && t.elems <= t.src.len; }
+
+/// The tuned table: [segments, tasks, then the segments (3 words each), then
+/// the FlatTasks]; the engine tasks are left out (`engine` lists them).
+inline void segment_tasks(std::span<const CopyTask> tasks, std::size_t elem_bytes, std::size_t word,
+                          std::vector<std::size_t>& table, std::vector<const CopyTask*>& engine) {
+  static_assert(sizeof(FlatTask) % sizeof(std::size_t) == 0 && sizeof(Segment) == 3 * sizeof(std::size_t));
+  constexpr std::size_t per = sizeof(FlatTask) / sizeof(std::size_t);
+  engine.clear();
+  std::size_t nt = 0, ns = 0, total = 0;
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0) continue;
+    if (one_range(t) && t.elems * elem_bytes >= kEngineBytes) {
+      engine.push_back(&t);
+      continue;
+    }
+    const std::size_t w = t.elems * elem_bytes / word;
+    ++nt, ns += (w + kSegmentWords - 1) / kSegmentWords, total += w;
+  }
+  const bool small = total < (std::size_t(1) << 32);
+  table.assign(2 + 3 * ns + per * nt, 0);
+  table[0] = ns, table[1] = nt;
+  std::size_t k = 0, seg = 0;
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0 || (one_range(t) && t.elems * elem_bytes >= kEngineBytes)) continue;
+    const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
+    auto words = [&](std::size_t elems) { return elems * elem_bytes / word; };
+    const FlatTask f{words(t.dst.base),
+                     words(t.dst.stride),
+                     words(t.src.base),
+                     words(t.src.stride),
+                     Divisor::make(words(piece), small),
+                     Divisor::make(t.dst.len / piece, small),
+                     Divisor::make(t.src.len / piece, small)};
+    std::memcpy(table.data() + 2 + 3 * ns + k * per, &f, sizeof f);
+    const std::size_t w = words(t.elems);
+    for (std::size_t first = 0; first < w; first += kSegmentWords, ++seg) {
+      const Segment s{k, first, w - first < kSegmentWords ? w - first : kSegmentWords};
+      std::memcpy(table.data() + 2 + 3 * seg, &s, sizeof s);
+    }
+    ++k;
+  }
+}
+
+/// Copies words [l, l + len) of task t (all in one piece) with a team: each
+/// thread four words in flight.
+template <class Word, class Member>
+KOKKOS_INLINE_FUNCTION void team_copy_run(const Member& m, Word* out, const Word* in, std::size_t db, std::size_t sb,
+                                          std::size_t len) {
+  const std::size_t T = std::size_t(m.team_size());
+  std::size_t i = std::size_t(m.team_rank());
+  for (; i + 3 * T < len; i += 4 * T) {
+    const Word a = in[sb + i], b = in[sb + i + T], c = in[sb + i + 2 * T], d = in[sb + i + 3 * T];
+    out[db + i] = a, out[db + i + T] = b, out[db + i + 2 * T] = c, out[db + i + 3 * T] = d;
+  }
+  for (; i < len; i += T) out[db + i] = in[sb + i];
+}
+
+template <class Word, class Exec>
+void launch_segments(const Exec& exec, unsigned char* dst, const unsigned char* src, const std::size_t* table,
+                     std::size_t ns) {
+  Word* out = reinterpret_cast<Word*>(dst);
+  const Word* in = reinterpret_cast<const Word*>(src);
+  const Segment* segs = reinterpret_cast<const Segment*>(table + 2);
+  const FlatTask* tasks = reinterpret_cast<const FlatTask*>(table + 2 + 3 * ns);
+  using Policy = Kokkos::TeamPolicy<Exec>;
+  using Member = typename Policy::member_type;
+  const int team = is_host_exec_v<Exec> ? 1 : 256;
+  Kokkos::parallel_for(
+      "dsp::copy_runs_tuned", Policy(exec, int(ns), team), KOKKOS_LAMBDA(const Member& m) {
+        const Segment s = segs[m.league_rank()];
+        const FlatTask t = tasks[s.task];
+        const std::size_t P = t.piece.d, end = s.first + s.words;
+        if (P >= 32) {  // long pieces: the arithmetic once per piece
+          for (std::size_t l = s.first; l < end;) {
+            const std::size_t q = t.piece.div(l), o = l - q * P;
+            const std::size_t len = P - o < end - l ? P - o : end - l;
+            const std::size_t qd = t.md.div(q), qs = t.ms.div(q);
+            team_copy_run<Word>(m, out, in, t.dbase + qd * t.dstride + (q - qd * t.md.d) * P + o,
+                                t.sbase + qs * t.sstride + (q - qs * t.ms.d) * P + o, len);
+            l += len;
+          }
+          return;
+        }
+        // short pieces: each word finds its piece by multiply (Divisor)
+        for (std::size_t i = std::size_t(m.team_rank()); i < s.words; i += std::size_t(m.team_size())) {
+          const std::size_t l = s.first + i;
+          const std::size_t q = t.piece.div(l), o = l - q * P;
+          const std::size_t qd = t.md.div(q), qs = t.ms.div(q);
+          out[t.dbase + qd * t.dstride + (q - qd * t.md.d) * P + o] =
+              in[t.sbase + qs * t.sstride + (q - qs * t.ms.d) * P + o];
+        }
+      });
+}
+
+/// The tuned device path of copy_runs (DeviceKernels::tuned): every task of
+/// the call in one launch of segments, and large contiguous tasks on the copy
+/// engine. Works on any execution space (the tests run it on the host). Does
+/// not fence, except when it uploads a table (TaskTableCache::get).
+template <class Exec>
+void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
+                     std::span<const CopyTask> tasks) {
+  thread_local std::vector<std::size_t> table;
+  thread_local std::vector<const CopyTask*> engine;
+  const std::size_t word = tuned_word_bytes(dst, src, elem_bytes, tasks);
+  segment_tasks(tasks, elem_bytes, word, table, engine);
+  using Bytes = Kokkos::View<unsigned char*, typename Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using CBytes =
+      Kokkos::View<const unsigned char*, typename Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  for (const CopyTask* t : engine) {
+    const std::size_t bytes = t->elems * elem_bytes;
+    Kokkos::deep_copy(exec, Bytes(dst + t->dst.base * elem_bytes, bytes),
+                      CBytes(src + t->src.base * elem_bytes, bytes));
+  }
+  const std::size_t ns = table[0];
+  if (ns == 0) return;
+  const std::size_t* dev = task_table_cache<typename Exec::memory_space>().get(exec, table);
+  switch (word) {
+    case 16: return launch_segments<Word16>(exec, dst, src, dev, ns);
+    case 8: return launch_segments<std::uint64_t>(exec, dst, src, dev, ns);
+    case 4: return launch_segments<std::uint32_t>(exec, dst, src, dev, ns);
+    case 2: return launch_segments<std::uint16_t>(exec, dst, src, dev, ns);
+    default: return launch_segments<std::uint8_t>(exec, dst, src, dev, ns);
+  }
+}
+
 /// Host tasks of at least this many bytes are written with streaming
 /// (non-temporal) stores: the destination is not read into the cache first,
 /// which saves a third of the memory traffic of a copy much larger than the
@@ -323,7 +493,8 @@ void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t
   auto* dst = static_cast<unsigned char*>(dst_ptr);
   const auto* src = static_cast<const unsigned char*>(src_ptr);
   if constexpr (!is_host_exec_v<Exec>) {
-    copy_runs_device(exec, dst, src, elem_bytes, tasks);
+    if (device_kernels() == DeviceKernels::tuned) copy_runs_tuned(exec, dst, src, elem_bytes, tasks);
+    else copy_runs_device(exec, dst, src, elem_bytes, tasks);
   } else {
     for (const CopyTask& t : tasks) {
       if (t.elems == 0) continue;

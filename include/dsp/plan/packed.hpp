@@ -87,7 +87,7 @@ inline bool packed_sectioned(const PackedArgs& a, int size, Capabilities caps, S
   if (setting != SwitchAlgorithm::automatic && setting != SwitchAlgorithm::pairwise) return false;
   if (!caps.peer || a.items.size() < 2 || a.i == a.j || size < 2) return false;
   for (const PackedItem& t : a.items)
-    if (t.elem_bytes != a.items.front().elem_bytes) return false;  // a wire needs float, so one size there too
+    if (t.elem_bytes != a.items.front().elem_bytes) return false;  // (on a wire too: a mixed batch takes the v path)
   return true;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <dsp/extents.hpp>
+#include <dsp/wire.hpp>
 
 #include <cstddef>
 #include <span>
@@ -54,12 +55,13 @@ constexpr std::size_t element_at(const Runs& r, std::size_t e) { return r.base +
 /// The most tensors one batch carries.
 inline constexpr std::size_t kMaxBatch = 16;
 
-/// One tensor of an operation: its block, its output's block, and its
-/// element size in bytes.
+/// One tensor of an operation: its block, its output's block, its element
+/// size in bytes and kind (which wires convert it; wire.hpp).
 struct PackedItem {
   const void* in = nullptr;
   void* out = nullptr;
   std::size_t elem_bytes = 0;
+  ElemKind kind = ElemKind::other;
 };
 
 /// The block of a LayoutRight tensor of extents `e` restricted along dim `d`
