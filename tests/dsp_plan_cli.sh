@@ -30,6 +30,7 @@ expect() {
   fi
 }
 
+
 # Good input.
 expect 0 '^720M +0\.5M dsp +2,64 +1 +603979776 ' --preset paper-fig5
 expect 0 '^3B +4\.0M megatron-sp +/ ' --preset paper-fig5
@@ -44,6 +45,10 @@ expect 0 'Usage' --help
 expect 0 '^# recommended: none: nothing runs and fits; the least memory is' --model 720M --temporal 128 --gpus 8 --resident-gb 100
 expect 0 '^# recommended: no sequence parallelism: DP 16' --layers 4 --hidden 256 --heads 4 --temporal 16 --spatial 64 --gpus 16
 expect 0 'h100 \(modified\)' --model 720M --temporal 128 --gpus 8 --inter-gbs 20
+
+# Extreme accepted numbers print whole: no fixed buffer cuts a number, no integer wraps one.
+expect 0 '^# recommended: .*: [0-9]{300,}\.[0-9]{3} s per step, 0 tokens/s' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
+expect 0 'at 1e-298%' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
 
 # A calibration file in dsp-bench's csv format: 4 ranks of one node.
 cat >"$work/intra.csv" <<'CSV'

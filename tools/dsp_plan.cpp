@@ -27,9 +27,14 @@ using namespace dsp::model;
 
 constexpr double GiB = 1024.0 * 1024 * 1024;
 
+// `v` as printf's format `f` writes it, whole: %.3f of a step time of 1e300 s
+// (--efficiency 1e-300) has over 300 digits.
 std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
+  const int n = std::snprintf(nullptr, 0, f, v);
+  if (n <= 0) return {};
+  std::string b(std::size_t(n) + 1, '\0');
+  std::snprintf(b.data(), b.size(), f, v);
+  b.resize(std::size_t(n));
   return b;
 }
 
@@ -37,7 +42,7 @@ std::string describe(const Cluster& c) {
   return c.name + " (" + std::to_string(c.gpus_per_node) + " GPUs per node; in a node " +
          fmt("%.0f", c.intra.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.intra.latency * 1e6) + " us; across nodes " +
          fmt("%.1f", c.inter.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.inter.latency * 1e6) + " us; " +
-         fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.0f", c.efficiency * 100) + "%; " +
+         fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.3g", c.efficiency * 100) + "%; " +
          fmt("%.0f", c.memory_bytes / GiB) + " GiB per GPU)";
 }
 
