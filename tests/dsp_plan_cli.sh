@@ -30,6 +30,25 @@ expect() {
   fi
 }
 
+# expect_no RC REGEX ARGS...: dsp-plan ARGS exits with RC and no line of its output matches REGEX.
+expect_no() {
+  want_rc=$1
+  regex=$2
+  shift 2
+  out=$("$plan" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want_rc" ]; then
+    echo "FAIL: dsp-plan $*: exit code $rc, expected $want_rc"
+    printf '%s\n' "$out" | head -5
+    fails=$((fails + 1))
+  elif printf '%s\n' "$out" | grep -Eq -- "$regex"; then
+    echo "FAIL: dsp-plan $*: output matches /$regex/:"
+    printf '%s\n' "$out" | grep -E -- "$regex" | head -5
+    fails=$((fails + 1))
+  else
+    echo "ok: dsp-plan $* -> $rc, not /$regex/"
+  fi
+}
 
 # Good input.
 expect 0 '^720M +0\.5M dsp +2,64 +1 +603979776 ' --preset paper-fig5
@@ -49,6 +68,9 @@ expect 0 'h100 \(modified\)' --model 720M --temporal 128 --gpus 8 --inter-gbs 20
 # Extreme accepted numbers print whole: no fixed buffer cuts a number, no integer wraps one.
 expect 0 '^# recommended: .*: [0-9]{300,}\.[0-9]{3} s per step, 0 tokens/s' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
 expect 0 'at 1e-298%' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
+expect 0 'does not fit: needs 27939677[0-9]{2} GiB per GPU' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9
+expect 0 'the least memory is 27939677[0-9]{2}\.[0-9] GiB per GPU' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9
+expect_no 0 'needs -|,-[0-9]' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9 --format csv
 
 # A calibration file in dsp-bench's csv format: 4 ranks of one node.
 cat >"$work/intra.csv" <<'CSV'
@@ -81,6 +103,7 @@ expect 2 'not expected: --bogus' --model 720M --temporal 128 --gpus 8 --bogus
 expect 2 "^--sp: 2 is named twice" --model 720M --temporal 128 --gpus 8 --sp 2,2
 expect 2 "^--strategies: 'dsp' is named twice" --model 720M --temporal 128 --gpus 8 --strategies dsp,ring,dsp
 expect 2 '^dsp-plan: the tensors are too large to count in bytes' --model 720M --temporal 1073741824 --spatial 1073741824 --gpus 8
+expect 2 "the model's 226499395321856000000 parameters of 2 bytes are too many to count in bytes" --layers 100000 --hidden 1048576 --heads 1 --mlp-ratio 64 --mlps 16 --temporal 1 --spatial 1 --gpus 2
 printf 'a,b\n1,2\n' >"$work/bad.csv"
 expect 2 "bad\.csv has no 'op' column" --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad.csv"
 printf 'op,ranks,size,time_us\nalltoall,4,12x,3\n' >"$work/bad2.csv"
