@@ -108,6 +108,13 @@ printf 'a,b\n1,2\n' >"$work/bad.csv"
 expect 2 "bad\.csv has no 'op' column" --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad.csv"
 printf 'op,ranks,size,time_us\nalltoall,4,12x,3\n' >"$work/bad2.csv"
 expect 2 'bad2\.csv line 2 does not parse' --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad2.csv"
+# Values that parse but cannot be fitted: refused naming the line, the column and the value.
+printf 'op,ranks,size,time_us\nalltoall,4,1048576,12\nalltoall,4,16777216,inf\n' >"$work/inf.csv"
+expect 2 "inf\.csv line 3: time_us 'inf' is out of range" --model 720M --temporal 128 --gpus 8 --calibrate "$work/inf.csv"
+printf 'op,ranks,size,time_us\nalltoall,4,1048576,nan\nalltoall,4,16777216,40\n' >"$work/nan.csv"
+expect 2 "nan\.csv line 2: time_us 'nan' is out of range" --model 720M --temporal 128 --gpus 8 --calibrate "$work/nan.csv"
+printf 'op,ranks,size,time_us\nalltoall,4,1048576,12\nalltoall,4,inf,40\n' >"$work/infsize.csv"
+expect 2 "infsize\.csv line 3: size 'inf' is out of range" --model 720M --temporal 128 --gpus 8 --calibrate "$work/infsize.csv"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails dsp-plan check(s) failed"

@@ -266,6 +266,25 @@ TEST_CASE("fit_link and calibrate: alpha and beta back from dsp-bench csv") {
         std::string::npos);
   CHECK(error_of([&] { (void)read("op,ranks,size,time_us\nalltoall,0,12,3\n"); }).find("ranks >= 1") !=
         std::string::npos);
+  // Values that parse but are out of range name the line, the column and the value: inf and nan as well.
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,12,3\nalltoall,2,24,inf\n");
+        }).find("f.csv line 3: time_us 'inf' is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,12,nan\n");
+        }).find("f.csv line 2: time_us 'nan' is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,-inf,3\n");
+        }).find("f.csv line 2: size '-inf' is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,1e30,3\n");
+        }).find("f.csv line 2: size '1e30' is out of range") != std::string::npos);
+  CHECK(error_of([] { (void)m::fit_link({1, 2}, {1, INFINITY}); }).find("point 1 is") != std::string::npos);
+  CHECK(error_of([] { (void)m::fit_link({NAN, 2}, {1, 2}); }).find("point 0 is") != std::string::npos);
+  // Tiny times: the weights 1 / t^2 would overflow unscaled.
+  const m::Link tiny = m::fit_link({1, 2, 3}, {2e-300, 3e-300, 4e-300});
+  CHECK(tiny.bandwidth == doctest::Approx(1e300));
+  CHECK(tiny.latency == doctest::Approx(1e-300));
   m::Cluster c2 = m::h100();
   CHECK(error_of([&] {
           (void)m::calibrate(c2, read("op,ranks,size,time_us\nallgather,2,12,3\n"));
