@@ -81,6 +81,32 @@ alltoall,4,mpi,1,268435456,67108864,float,560,0,0,0,-
 CSV
 expect 0 'calibrated from .*intra\.csv: 3 points for the link in a node, 0 across' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
 expect 0 'h100\+calibrated' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+# Which links are calibrated: said in the header and the csv; a warning when one
+# link is fitted, the other is the preset's, and groups span nodes.
+expect 0 '^# links: in a node the h100 preset.s \(not calibrated\); across nodes the h100 preset.s \(not calibrated\)$' --model 720M --temporal 128 --gpus 16
+expect 0 '^dsp,2,8,.*,preset,preset$' --model 720M --temporal 128 --gpus 16 --format csv
+expect 0 '^strategy,.*,note,intra_link,inter_link$' --model 720M --temporal 128 --gpus 16 --format csv
+expect 0 '^# links: in a node calibrated from .*intra\.csv \(3 points\); across nodes the h100 preset.s \(not calibrated\)$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+expect 0 '^dsp,2,8,.*,calibrated,preset$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --format csv
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated \(from .*intra\.csv\); the link across nodes is still the h100 preset.s \(45 GB/s, 20 us\), and 20 of the 20 rows have groups that span nodes' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --format csv
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated' --preset paper-fig5 --calibrate "$work/intra.csv"
+expect 0 '^# links: in a node calibrated from' --preset paper-fig7 --calibrate "$work/intra.csv"
+expect_no 0 'warning' --model 720M --temporal 128 --gpus 8 --calibrate "$work/intra.csv"
+expect_no 0 'warning' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --inter-latency-us 30
+expect 0 'across nodes set by --inter-gbs and --inter-latency-us$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --inter-latency-us 30
+expect 0 '^dsp,2,8,.*,calibrated,options$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --inter-latency-us 30 --format csv
+expect 0 '^dsp,2,8,.*,calibrated,preset\+option$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --format csv
+# 16 ranks over two nodes of 8: the link across nodes only.
+cat >"$work/inter.csv" <<'CSV'
+op,ranks,size,time_us
+alltoall,16,1048576,45
+alltoall,16,16777216,400
+alltoall,16,268435456,6000
+CSV
+expect 0 '^dsp-plan: warning: only the link across nodes is calibrated \(from .*inter\.csv\); the link in a node is still the h100 preset.s \(370 GB/s, 10 us\)' --model 720M --temporal 128 --gpus 16 --calibrate "$work/inter.csv"
+expect_no 0 'warning' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --calibrate "$work/inter.csv"
+expect 0 '^dsp,2,8,.*,calibrated,calibrated$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --calibrate "$work/inter.csv" --format csv
 
 # Bad input.
 expect 2 'name a model' --temporal 128 --gpus 8
