@@ -68,6 +68,8 @@ expect 0 'h100 \(modified\)' --model 720M --temporal 128 --gpus 8 --inter-gbs 20
 # Extreme accepted numbers print whole: no fixed buffer cuts a number, no integer wraps one.
 expect 0 '^# recommended: .*: [0-9]{300,}\.[0-9]{3} s per step, 0 tokens/s' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
 expect 0 'at 1e-298%' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
+# A subnormal efficiency is a number (std::stod threw for it, and the <= 1 check let that escape: abort).
+expect 0 '^# recommended: .*: inf s per step, 0 tokens/s' --model 720M --temporal 128 --gpus 8 --efficiency 1e-310
 expect 0 'does not fit: needs 27939677[0-9]{2} GiB per GPU' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9
 expect 0 'the least memory is 27939677[0-9]{2}\.[0-9] GiB per GPU' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9
 expect_no 0 'needs -|,-[0-9]' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9 --format csv
@@ -124,6 +126,8 @@ expect 2 '--hidden 100 is no multiple of --heads 3' --layers 4 --hidden 100 --he
 expect 2 '--preset excludes --model' --preset paper-fig5 --model 720M
 expect 2 'fig9 not in' --preset fig9
 expect 2 '--efficiency: must be at most 1, not 2' --model 720M --temporal 128 --gpus 8 --efficiency 2
+expect 2 "--efficiency: 'abc' is not a number" --model 720M --temporal 128 --gpus 8 --efficiency abc
+expect 2 '--peak-tflops: must be a positive number, not 1e400' --model 720M --temporal 128 --gpus 8 --peak-tflops 1e400
 expect 2 'File does not exist' --model 720M --temporal 128 --gpus 8 --calibrate "$work/none.csv"
 expect 2 'not expected: --bogus' --model 720M --temporal 128 --gpus 8 --bogus
 expect 2 "^--sp: 2 is named twice" --model 720M --temporal 128 --gpus 8 --sp 2,2

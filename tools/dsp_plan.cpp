@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -305,20 +306,19 @@ int paper_fig7(const Cluster& c, const Links& links, const std::string& format) 
 
 // Validators with messages a user reads (CLI11's ranges print the type's
 // limits, e.g. 1.8e308 written out, and call a word "not in range").
-/// A finite number, > 0 when `positive`, else >= 0.
-CLI::Validator number(bool positive) {
+/// A finite number, > 0 when `positive`, else >= 0, and at most `most`.
+/// strtod, not stod: stod throws for a value that underflows (1e-310, which
+/// is a number) or overflows (1e400, which is not finite).
+CLI::Validator number(bool positive, double most = HUGE_VAL) {
   return CLI::Validator(
-      [positive](std::string& s) -> std::string {
-        std::size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(s, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != s.size()) return "'" + s + "' is not a number";
+      [positive, most](std::string& s) -> std::string {
+        const char* begin = s.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(begin, &end);
+        if (end == begin || *end != '\0') return "'" + s + "' is not a number";
         if (!std::isfinite(v) || (positive ? !(v > 0) : v < 0))
           return std::string(positive ? "must be a positive number" : "must be a number >= 0") + ", not " + s;
+        if (v > most) return "must be at most " + fmt("%g", most) + ", not " + s;
         return "";
       },
       positive ? "> 0" : ">= 0");
@@ -412,11 +412,7 @@ int main(int argc, char** argv) {
   app.add_option("--intra-latency-us", intra_us, "latency per collective step inside a node, us")->check(number(false));
   app.add_option("--inter-latency-us", inter_us, "latency per collective step across nodes, us")->check(number(false));
   app.add_option("--peak-tflops", peak_tflops, "dense TFLOP/s per GPU in the training precision")->check(number(true));
-  app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")
-      ->check(number(true) &
-              CLI::Validator(
-                  [](std::string& v) -> std::string { return std::stod(v) <= 1 ? "" : "must be at most 1, not " + v; },
-                  "<= 1"));
+  app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")->check(number(true, 1));
   app.add_option("--memory-gib", memory_gib, "GiB per GPU the job may use")->check(number(true));
   app.add_option("--calibrate", calibrate_files,
                  "dsp-bench -F csv output (alltoall rows) to fit the links to; "
