@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -63,10 +64,19 @@
 
 namespace {
 
+// Bounds on what one run may ask for (the help explains them): the sizes one
+// op steps through, -f's factor, and --peers (pack and unpack's tensor has
+// extents A and B that are multiples of the peers, so rank 0's block holds at
+// least peers x C elements, and the plan has a chunk per peer).
+constexpr std::size_t max_sizes = 1000;
+constexpr double max_factor = 4294967296.0;  // 2^32
+constexpr int max_peers = 65536;
+
 struct Options {
   std::size_t min_bytes = 32, max_bytes = 32 << 20;
   double factor = 2;
-  std::size_t step = 0;  // -i: additive step instead of -f
+  std::size_t step = 0;            // -i: additive step instead of -f
+  std::vector<std::size_t> sizes;  // from -b to -e by -f or -i (step_sizes)
   int iters = 20, warmup = 5;
   bool check = true;
   std::string type = "float", op = "switch", backend = "mpi", format = "text", out;
@@ -127,6 +137,29 @@ CLI::Validator size_value(std::size_t min) {
       "");
 }
 
+// The sizes from -b to -e: times -f (at least one byte more each step, so
+// they always grow) or plus -i, never past -e and never through a conversion
+// or sum that could wrap. Stops after `limit` + 1 sizes: more than `limit`
+// means the range has too many.
+std::vector<std::size_t> step_sizes(const Options& o, std::size_t limit) {
+  std::vector<std::size_t> v;
+  for (std::size_t b = o.min_bytes; v.size() <= limit;) {
+    v.push_back(b);
+    std::size_t next = 0;
+    if (o.step > 0) {
+      if (o.step > o.max_bytes - b) break;
+      next = b + o.step;
+    } else {
+      const double x = double(b) * o.factor;
+      if (!(x < 0x1p64)) break;  // past any -e; a size_t could not hold it
+      next = std::max(b + 1, static_cast<std::size_t>(x));
+    }
+    if (next > o.max_bytes) break;
+    b = next;
+  }
+  return v;
+}
+
 // Every rank parses the same argv and so reaches the same verdict; rank 0
 // alone prints it (the help on stdout, exit code 0; a one-line error on
 // stderr, exit code 2), and every rank finalizes MPI before it exits.
@@ -175,10 +208,15 @@ Options parse(int argc, char** argv, int rank) {
       ->transform(size_value(1))
       ->type_name("N")
       ->default_str("32M");
-  app.add_option("-f,--stepfactor", o.factor, "multiply the size by F each step")
+  app.add_option("-f,--stepfactor", o.factor,
+                 "multiply the size by F each step: F above 1 that grows -b by\n"
+                 "at least one byte (F >= 1 + 1/b), at most 2^32; from -b to -e\n"
+                 "at most 1000 sizes")
       ->type_name("F")
       ->capture_default_str();
-  app.add_option("-i,--stepbytes", o.step, "add N bytes each step instead")->transform(size_value(0))->type_name("N");
+  app.add_option("-i,--stepbytes", o.step, "add N bytes each step instead (at most 1000 sizes)")
+      ->transform(size_value(0))
+      ->type_name("N");
   app.add_option("-n,--iters", o.iters, "timed iterations per size")
       ->check(at_least(1))
       ->type_name("N")
@@ -228,8 +266,24 @@ Options parse(int argc, char** argv, int rank) {
       ->transform(size_value(1))
       ->type_name("N")
       ->capture_default_str();
-  app.add_option("--peers", o.peers, "pack, unpack: ranks of the plan (0: this run's)")
+  app.add_option("--peers", o.peers,
+                 "pack, unpack: ranks of the plan (0: this run's), at most 65536:\n"
+                 "the tensor's A and B are multiples of P, so rank 0's block holds\n"
+                 "at least P x --inner elements whatever -b says, and the plan P chunks")
       ->check(at_least(0))
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            long long p = 0;  // what is no number is at_least's to refuse
+            try {
+              p = std::stoll(v);
+            } catch (const std::exception&) {
+              return "";
+            }
+            return p <= max_peers ? ""
+                                  : "must be at most " + std::to_string(max_peers) + ", not " + v +
+                                        " (rank 0's block and the plan grow with the peers; see --help)";
+          },
+          ""))
       ->type_name("P")
       ->capture_default_str();
   app.add_option("--batch", o.batch,
@@ -255,7 +309,10 @@ Options parse(int argc, char** argv, int rank) {
       ->check(CLI::IsMember({"text", "csv", "json"}))
       ->type_name("FMT")
       ->capture_default_str();
-  app.add_option("-O,--output", o.out, "write the table there instead of stdout (rank 0)")->type_name("FILE");
+  app.add_option("-O,--output", o.out,
+                 "write the table there instead of stdout (rank 0; created before\n"
+                 "the run: a path that cannot be written fails at once, exit code 2)")
+      ->type_name("FILE");
   // One line, the option and the reason (CLI11's default adds a second line).
   app.failure_message(
       [](const CLI::App*, const CLI::Error& e) { return "dsp-bench: " + std::string(e.what()) + "\n"; });
@@ -266,10 +323,39 @@ Options parse(int argc, char** argv, int rank) {
     if (o.min_bytes > o.max_bytes)
       throw CLI::ValidationError("--minbytes",
                                  std::to_string(o.min_bytes) + " is above --maxbytes " + std::to_string(o.max_bytes));
-    if (o.step == 0 && !(o.factor > 1 && std::isfinite(o.factor))) {
+    if (o.step == 0) {
       std::ostringstream f;
       f << o.factor;
-      throw CLI::ValidationError("--stepfactor", f.str() + " is not a finite factor above 1 (or step by -i N)");
+      if (!(o.factor > 1 && std::isfinite(o.factor)))
+        throw CLI::ValidationError("--stepfactor", f.str() + " is not a finite factor above 1 (or step by -i N)");
+      if (o.factor > max_factor)
+        throw CLI::ValidationError("--stepfactor", f.str() + " is too large (at most 2^32 = 4294967296)");
+      // floor(b F) >= b + 1 at b = -b, and so at every larger b.
+      const double b = double(o.min_bytes);
+      if (b * o.factor < b + 1) {
+        // 1 + 1/b, with the digits it takes for that text to be enough.
+        std::ostringstream least;
+        for (int digits = 6; digits <= 17; ++digits) {
+          least.str("");
+          least.precision(digits);
+          least << 1 + 1 / b;
+          if (b * std::stod(least.str()) >= b + 1) break;
+        }
+        throw CLI::ValidationError("--stepfactor", f.str() + " grows --minbytes " + std::to_string(o.min_bytes) +
+                                                       " by less than one byte per step: give at least " + least.str() +
+                                                       " (1 + 1/" + std::to_string(o.min_bytes) + "), or step by -i N");
+      }
+    }
+    o.sizes = step_sizes(o, max_sizes);
+    if (o.sizes.size() > max_sizes) {
+      std::ostringstream by;
+      if (o.step > 0) by << o.step;
+      else by << o.factor;
+      throw CLI::ValidationError(o.step > 0 ? "--stepbytes" : "--stepfactor",
+                                 by.str() + " from --minbytes " + std::to_string(o.min_bytes) + " to --maxbytes " +
+                                     std::to_string(o.max_bytes) + " makes more than " + std::to_string(max_sizes) +
+                                     " sizes (at most " + std::to_string(max_sizes) +
+                                     " per op): a larger step or a narrower range");
     }
     if (o.wire == "bf16" && o.type != "float")
       throw CLI::ValidationError("--wire", "bf16 is for -d float, not " + o.type);
@@ -505,6 +591,19 @@ class Runner {
     const std::size_t i = std::size_t(o_.dim_from), j = std::size_t(o_.dim_to);
     if (i == j) throw std::runtime_error("dsp-bench: pack and unpack need --dims I,J with I != J");
     const auto g = shape<T>(bytes, peers);
+    std::array<std::size_t, 3> block = g;  // rank 0's block, input (Sharded<i>) or output (Sharded<j>)
+    block[pack ? i : j] = dsp::Partition{g[pack ? i : j], std::size_t(peers)}.count(0);
+    // A and B are multiples of the peers: with many peers and a wide --inner
+    // the block can dwarf the size asked for. Refused before anything is allocated.
+    const double block_bytes = double(block[0]) * double(block[1]) * double(block[2]) * double(sizeof(T));
+    if (block_bytes > std::max(4.0 * double(bytes), 256.0 * (1 << 20))) {
+      std::ostringstream m;
+      m << "dsp-bench: -o " << o_.op << " with --peers " << peers << " and --inner " << o_.inner << " at size " << bytes
+        << ": rank 0's block would be " << block_bytes / (1 << 20)
+        << " MiB (A and B are multiples of --peers, so it holds at least --peers x --inner elements): "
+           "lower --peers or --inner";
+      throw std::runtime_error(m.str());
+    }
     const auto plan = dsp::detail::plan_alltoallv(std::span<const std::size_t>(g), i, j, 0, peers);
     const auto& tasks = pack ? plan.pack : plan.unpack;
     if (tasks.empty())
@@ -513,8 +612,6 @@ class Runner {
                                ": its chunks are contiguous on that side, and dsp transfers them in place (the " +
                                (pack ? "unpack" : "pack") + " of --dims " + std::to_string(j) + "," +
                                std::to_string(i) + " is the same kernel's other side)");
-    std::array<std::size_t, 3> block = g;  // rank 0's block, input (Sharded<i>) or output (Sharded<j>)
-    block[pack ? i : j] = dsp::Partition{g[pack ? i : j], std::size_t(peers)}.count(0);
     const std::size_t block_elems = block[0] * block[1] * block[2];
     const std::size_t in_elems = pack ? block_elems : plan.recv_elems;
     const std::size_t out_elems = pack ? plan.send_elems : block_elems;
@@ -646,8 +743,7 @@ template <class Comm>
 std::vector<Row> run_sizes(Comm& comm, const Options& o, std::function<void()> sync) {
   Runner<Comm> r(comm, o, std::move(sync));
   std::vector<Row> rows;
-  for (std::size_t b = o.min_bytes; b <= o.max_bytes;
-       b = o.step ? b + o.step : std::max(b + 1, static_cast<std::size_t>(double(b) * o.factor))) {
+  for (const std::size_t b : o.sizes) {
     if (o.type == "float") rows.push_back(r.template run<float>(b));
     else if (o.type == "double") rows.push_back(r.template run<double>(b));
     else if (o.type == "int32") rows.push_back(r.template run<std::int32_t>(b));
@@ -809,6 +905,24 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const Options o = parse(argc, argv, rank);
+  // -O: rank 0 opens (and truncates) the file before anything runs, so that a
+  // path it cannot write fails at once, on every rank, with exit code 2.
+  std::ofstream file;
+  {
+    int opened = 1;
+    std::string why;
+    if (rank == 0 && !o.out.empty()) {
+      errno = 0;
+      file.open(o.out);
+      if (!file) opened = 0, why = errno != 0 ? std::strerror(errno) : "cannot open it";
+    }
+    MPI_Bcast(&opened, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!opened) {
+      if (rank == 0) std::cerr << "dsp-bench: --output: cannot write '" << o.out << "': " << why << "\n";
+      MPI_Finalize();
+      return 2;
+    }
+  }
 #if defined(KOKKOS_ENABLE_CUDA)
   int device = 0;
   if (!pick_device(rank, device)) {
@@ -856,8 +970,6 @@ int main(int argc, char** argv) {
     for (const auto& rows : tables)
       for (const Row& r : rows) wrong += r.wrong > 0 ? r.wrong : 0;
     if (rank == 0) {
-      std::ofstream file;
-      if (!o.out.empty()) file.open(o.out);
       std::ostream& os = o.out.empty() ? std::cout : file;
       for (std::size_t k = 0; k < tables.size(); ++k) {
         Options one = o;
@@ -866,6 +978,13 @@ int main(int argc, char** argv) {
         // csv and json keep stdout parseable: the average goes to stderr then,
         // and to stdout when the table went to a file.
         if (o.format != "text") (o.out.empty() ? std::cerr : std::cout) << avg_line(tables[k]);
+      }
+      if (!o.out.empty()) {
+        file.close();
+        if (file.fail()) {
+          std::cerr << "dsp-bench: --output: writing '" << o.out << "' failed (" << std::strerror(errno) << ")\n";
+          rc = 1;
+        }
       }
     }
     if (wrong > 0) {

@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Generates dsp.pc (pkg-config) at configure time from the Kokkos target found
-# by dspDependencies.cmake; dspInstall.cmake installs it.
+# by dspDependencies.cmake, and dsp-hdf5.pc and dsp-compiled.pc for the
+# components dsp::hdf5 and dsp::compiled (dsp_generate_component_pkg_config,
+# at the end); dspInstall.cmake installs them.
 #
 # Cflags: -std=c++20, dsp's include directory and Kokkos's (-isystem; plus the compile
 # options and definitions Kokkos asks of its users, e.g. -fopenmp for an OpenMP
@@ -135,6 +137,19 @@ function(_dsp_pc_walk tgt libraries)
   set(_dsp_pc_libs "${_dsp_pc_libs}" PARENT_SCOPE)
 endfunction()
 
+# The installed file finds its prefix from its own location (${pcfiledir}), so
+# `cmake --install --prefix` elsewhere and moving the tree keep it right.
+function(_dsp_pc_prefix out)
+  set(pcdir "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+  if(IS_ABSOLUTE "${pcdir}")
+    set(${out} "${CMAKE_INSTALL_PREFIX}" PARENT_SCOPE)
+  else()
+    file(RELATIVE_PATH rel "/root/${pcdir}" "/root")
+    string(REGEX REPLACE "/$" "" rel "${rel}")
+    set(${out} "\${pcfiledir}/${rel}" PARENT_SCOPE)
+  endif()
+endfunction()
+
 function(dsp_generate_pkg_config output)
   set(_dsp_pc_incs "")
   set(_dsp_pc_cflags "")
@@ -187,16 +202,7 @@ function(dsp_generate_pkg_config output)
   string(STRIP "-std=c++20 -I\${includedir} ${DSP_PC_CFLAGS} ${cflags}" DSP_PC_CFLAGS)
   list(JOIN _dsp_pc_libs " " DSP_PC_LIBS)
 
-  # The installed file finds its prefix from its own location (${pcfiledir}), so
-  # `cmake --install --prefix` elsewhere and moving the tree keep it right.
-  set(pcdir "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
-  if(IS_ABSOLUTE "${pcdir}")
-    set(DSP_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
-  else()
-    file(RELATIVE_PATH rel "/root/${pcdir}" "/root")
-    string(REGEX REPLACE "/$" "" rel "${rel}")
-    set(DSP_PC_PREFIX "\${pcfiledir}/${rel}")
-  endif()
+  _dsp_pc_prefix(DSP_PC_PREFIX)
   if(IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
     set(DSP_PC_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}")
   else()
@@ -218,4 +224,85 @@ function(dsp_generate_pkg_config output)
 # and compile with the compiler your Kokkos CUDA build uses.")
   endif()
   configure_file("${PROJECT_SOURCE_DIR}/cmake/dsp.pc.in" "${output}" @ONLY)
+endfunction()
+
+# dsp-<name>.pc for a component of dsp, the CMake target `target` (dsp_hdf5,
+# dsp_compiled): Requires: dsp of this version, whose flags it adds to. Cflags:
+# the target's own include directories (-isystem, as CMake passes an imported
+# or SYSTEM directory), compile options and definitions; Libs: its own
+# library, as installed in the libdir (dsp_compiled: -L<libdir> -ldsp_compiled),
+# then the libraries it links that are not targets (dsp_hdf5: the parallel
+# HDF5 that FindHDF5 found, with an rpath for a directory outside the
+# compiler's). The targets it links (dsp_mpi, dsp) are dsp.pc's and mpicxx's.
+# `note` becomes the comment at the top of the file.
+function(dsp_generate_component_pkg_config target name description note output)
+  set(incs "")
+  set(cflags "")
+  set(libs "")
+  foreach(p INTERFACE_INCLUDE_DIRECTORIES INTERFACE_SYSTEM_INCLUDE_DIRECTORIES)
+    get_target_property(v ${target} ${p})
+    if(v)
+      _dsp_pc_resolve(v "${v}")
+      foreach(d IN LISTS v)
+        if(NOT d IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+          list(APPEND incs "${d}")
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES incs)
+  foreach(d IN LISTS incs)
+    list(APPEND cflags "-isystem" "${d}")
+  endforeach()
+  get_target_property(v ${target} INTERFACE_COMPILE_OPTIONS)
+  if(v)
+    _dsp_pc_resolve(v "${v}")
+    list(APPEND cflags ${v})
+  endif()
+  get_target_property(v ${target} INTERFACE_COMPILE_DEFINITIONS)
+  if(v)
+    _dsp_pc_resolve(v "${v}")
+    foreach(d IN LISTS v)
+      list(APPEND cflags "-D${d}")
+    endforeach()
+  endif()
+  get_target_property(type ${target} TYPE)
+  if(type MATCHES "^(STATIC|SHARED)_LIBRARY$")
+    get_target_property(base ${target} OUTPUT_NAME)
+    if(NOT base)
+      set(base ${target})
+    endif()
+    list(APPEND libs "-L\${libdir}" "-l${base}")
+  endif()
+  get_target_property(deps ${target} INTERFACE_LINK_LIBRARIES)
+  if(deps)
+    _dsp_pc_resolve(deps "${deps}")
+    foreach(d IN LISTS deps)
+      if(TARGET ${d})
+        # dsp's own targets: their flags are dsp.pc's (and MPI is mpicxx's).
+      elseif(IS_ABSOLUTE "${d}")
+        _dsp_pc_library_flags("${d}" f)
+        list(APPEND libs ${f})
+      elseif(d MATCHES "^-")
+        list(APPEND libs "${d}")
+      else()
+        list(APPEND libs "-l${d}")
+      endif()
+    endforeach()
+  endif()
+  list(REMOVE_DUPLICATES libs)
+
+  _dsp_pc_prefix(DSP_PC_PREFIX)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+    set(DSP_PC_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
+  else()
+    set(DSP_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+  endif()
+  set(DSP_PC_NAME "${name}")
+  set(DSP_PC_TARGET "${target}")
+  set(DSP_PC_DESCRIPTION "${description}")
+  set(DSP_PC_NOTE "${note}")
+  list(JOIN cflags " " DSP_PC_CFLAGS)
+  list(JOIN libs " " DSP_PC_LIBS)
+  configure_file("${PROJECT_SOURCE_DIR}/cmake/dsp-component.pc.in" "${output}" @ONLY)
 endfunction()

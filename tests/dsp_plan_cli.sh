@@ -30,6 +30,26 @@ expect() {
   fi
 }
 
+# expect_no RC REGEX ARGS...: dsp-plan ARGS exits with RC and no line of its output matches REGEX.
+expect_no() {
+  want_rc=$1
+  regex=$2
+  shift 2
+  out=$("$plan" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want_rc" ]; then
+    echo "FAIL: dsp-plan $*: exit code $rc, expected $want_rc"
+    printf '%s\n' "$out" | head -5
+    fails=$((fails + 1))
+  elif printf '%s\n' "$out" | grep -Eq -- "$regex"; then
+    echo "FAIL: dsp-plan $*: output matches /$regex/:"
+    printf '%s\n' "$out" | grep -E -- "$regex" | head -5
+    fails=$((fails + 1))
+  else
+    echo "ok: dsp-plan $* -> $rc, not /$regex/"
+  fi
+}
+
 # Good input.
 expect 0 '^720M +0\.5M dsp +2,64 +1 +603979776 ' --preset paper-fig5
 expect 0 '^3B +4\.0M megatron-sp +/ ' --preset paper-fig5
@@ -45,6 +65,15 @@ expect 0 '^# recommended: none: nothing runs and fits; the least memory is' --mo
 expect 0 '^# recommended: no sequence parallelism: DP 16' --layers 4 --hidden 256 --heads 4 --temporal 16 --spatial 64 --gpus 16
 expect 0 'h100 \(modified\)' --model 720M --temporal 128 --gpus 8 --inter-gbs 20
 
+# Extreme accepted numbers print whole: no fixed buffer cuts a number, no integer wraps one.
+expect 0 '^# recommended: .*: [0-9]{300,}\.[0-9]{3} s per step, 0 tokens/s' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
+expect 0 'at 1e-298%' --model 720M --temporal 128 --gpus 8 --efficiency 1e-300
+# A subnormal efficiency is a number (std::stod threw for it, and the <= 1 check let that escape: abort).
+expect 0 '^# recommended: .*: inf s per step, 0 tokens/s' --model 720M --temporal 128 --gpus 8 --efficiency 1e-310
+expect 0 'does not fit: needs 27939677[0-9]{2} GiB per GPU' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9
+expect 0 'the least memory is 27939677[0-9]{2}\.[0-9] GiB per GPU' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9
+expect_no 0 'needs -|,-[0-9]' --model 720M --temporal 128 --gpus 8 --resident-gb 3e9 --format csv
+
 # A calibration file in dsp-bench's csv format: 4 ranks of one node.
 cat >"$work/intra.csv" <<'CSV'
 op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape
@@ -54,6 +83,32 @@ alltoall,4,mpi,1,268435456,67108864,float,560,0,0,0,-
 CSV
 expect 0 'calibrated from .*intra\.csv: 3 points for the link in a node, 0 across' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
 expect 0 'h100\+calibrated' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+# Which links are calibrated: said in the header and the csv; a warning when one
+# link is fitted, the other is the preset's, and groups span nodes.
+expect 0 '^# links: in a node the h100 preset.s \(not calibrated\); across nodes the h100 preset.s \(not calibrated\)$' --model 720M --temporal 128 --gpus 16
+expect 0 '^dsp,2,8,.*,preset,preset$' --model 720M --temporal 128 --gpus 16 --format csv
+expect 0 '^strategy,.*,note,intra_link,inter_link$' --model 720M --temporal 128 --gpus 16 --format csv
+expect 0 '^# links: in a node calibrated from .*intra\.csv \(3 points\); across nodes the h100 preset.s \(not calibrated\)$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+expect 0 '^dsp,2,8,.*,calibrated,preset$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --format csv
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated \(from .*intra\.csv\); the link across nodes is still the h100 preset.s \(45 GB/s, 20 us\), and 20 of the 20 rows have groups that span nodes' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --format csv
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated' --preset paper-fig5 --calibrate "$work/intra.csv"
+expect 0 '^# links: in a node calibrated from' --preset paper-fig7 --calibrate "$work/intra.csv"
+expect_no 0 'warning' --model 720M --temporal 128 --gpus 8 --calibrate "$work/intra.csv"
+expect_no 0 'warning' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --inter-latency-us 30
+expect 0 'across nodes set by --inter-gbs and --inter-latency-us$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --inter-latency-us 30
+expect 0 '^dsp,2,8,.*,calibrated,options$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --inter-latency-us 30 --format csv
+expect 0 '^dsp,2,8,.*,calibrated,preset\+option$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --inter-gbs 20 --format csv
+# 16 ranks over two nodes of 8: the link across nodes only.
+cat >"$work/inter.csv" <<'CSV'
+op,ranks,size,time_us
+alltoall,16,1048576,45
+alltoall,16,16777216,400
+alltoall,16,268435456,6000
+CSV
+expect 0 '^dsp-plan: warning: only the link across nodes is calibrated \(from .*inter\.csv\); the link in a node is still the h100 preset.s \(370 GB/s, 10 us\)' --model 720M --temporal 128 --gpus 16 --calibrate "$work/inter.csv"
+expect_no 0 'warning' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --calibrate "$work/inter.csv"
+expect 0 '^dsp,2,8,.*,calibrated,calibrated$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --calibrate "$work/inter.csv" --format csv
 
 # Bad input.
 expect 2 'name a model' --temporal 128 --gpus 8
@@ -71,15 +126,25 @@ expect 2 '--hidden 100 is no multiple of --heads 3' --layers 4 --hidden 100 --he
 expect 2 '--preset excludes --model' --preset paper-fig5 --model 720M
 expect 2 'fig9 not in' --preset fig9
 expect 2 '--efficiency: must be at most 1, not 2' --model 720M --temporal 128 --gpus 8 --efficiency 2
+expect 2 "--efficiency: 'abc' is not a number" --model 720M --temporal 128 --gpus 8 --efficiency abc
+expect 2 '--peak-tflops: must be a positive number, not 1e400' --model 720M --temporal 128 --gpus 8 --peak-tflops 1e400
 expect 2 'File does not exist' --model 720M --temporal 128 --gpus 8 --calibrate "$work/none.csv"
 expect 2 'not expected: --bogus' --model 720M --temporal 128 --gpus 8 --bogus
 expect 2 "^--sp: 2 is named twice" --model 720M --temporal 128 --gpus 8 --sp 2,2
 expect 2 "^--strategies: 'dsp' is named twice" --model 720M --temporal 128 --gpus 8 --strategies dsp,ring,dsp
 expect 2 '^dsp-plan: the tensors are too large to count in bytes' --model 720M --temporal 1073741824 --spatial 1073741824 --gpus 8
+expect 2 "the model's 226499395321856000000 parameters of 2 bytes are too many to count in bytes" --layers 100000 --hidden 1048576 --heads 1 --mlp-ratio 64 --mlps 16 --temporal 1 --spatial 1 --gpus 2
 printf 'a,b\n1,2\n' >"$work/bad.csv"
 expect 2 "bad\.csv has no 'op' column" --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad.csv"
 printf 'op,ranks,size,time_us\nalltoall,4,12x,3\n' >"$work/bad2.csv"
 expect 2 'bad2\.csv line 2 does not parse' --model 720M --temporal 128 --gpus 8 --calibrate "$work/bad2.csv"
+# Values that parse but cannot be fitted: refused naming the line, the column and the value.
+printf 'op,ranks,size,time_us\nalltoall,4,1048576,12\nalltoall,4,16777216,inf\n' >"$work/inf.csv"
+expect 2 "inf\.csv line 3: time_us 'inf' is out of range" --model 720M --temporal 128 --gpus 8 --calibrate "$work/inf.csv"
+printf 'op,ranks,size,time_us\nalltoall,4,1048576,nan\nalltoall,4,16777216,40\n' >"$work/nan.csv"
+expect 2 "nan\.csv line 2: time_us 'nan' is out of range" --model 720M --temporal 128 --gpus 8 --calibrate "$work/nan.csv"
+printf 'op,ranks,size,time_us\nalltoall,4,1048576,12\nalltoall,4,inf,40\n' >"$work/infsize.csv"
+expect 2 "infsize\.csv line 3: size 'inf' is out of range" --model 720M --temporal 128 --gpus 8 --calibrate "$work/infsize.csv"
 
 if [ "$fails" -ne 0 ]; then
   echo "$fails dsp-plan check(s) failed"

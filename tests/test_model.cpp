@@ -209,6 +209,23 @@ TEST_CASE("predict: head limits, memory and bad input") {
   CHECK(m::parse_strategy("megatron-sp") == m::Strategy::megatron_sp);
 }
 
+TEST_CASE("predict: extreme inputs are counted in full or refused, never wrapped") {
+  const m::Cluster c = m::h100();
+  m::Workload w = m::paper_workload(128);
+  w.resident_bytes = 3e18;  // dsp-plan --resident-gb 3e9: 2.8e9 GiB, past int
+  const auto p = m::predict(c, m::model_720m(), w, m::Strategy::dsp, 8, 16);
+  CHECK(!p.fits);
+  CHECK(p.memory_bytes > 3e18);
+  CHECK(p.why.rfind("needs 27939677", 0) == 0);
+  CHECK(p.why == "needs " + m::detail::whole_number(p.memory_bytes / (1024.0 * 1024 * 1024)) + " GiB per GPU");
+  CHECK(m::detail::whole_number(1e300).size() == 301);
+  CHECK(m::detail::whole_number(2.5e9) == "2500000000");
+  // 2.3e20 parameters: their bytes do not fit the cost model's std::size_t.
+  const m::Transformer huge{"huge", 100000, 1 << 20, 1, 64, 120, 16};
+  CHECK(error_of([&] { (void)m::predict(c, huge, w, m::Strategy::dsp, 1, 2); }).find("too many to count in bytes") !=
+        std::string::npos);
+}
+
 TEST_CASE("fit_link and calibrate: alpha and beta back from dsp-bench csv") {
   const double alpha = 8e-6, beta = 300e9;
   std::vector<double> x, t;
@@ -249,6 +266,25 @@ TEST_CASE("fit_link and calibrate: alpha and beta back from dsp-bench csv") {
         std::string::npos);
   CHECK(error_of([&] { (void)read("op,ranks,size,time_us\nalltoall,0,12,3\n"); }).find("ranks >= 1") !=
         std::string::npos);
+  // Values that parse but are out of range name the line, the column and the value: inf and nan as well.
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,12,3\nalltoall,2,24,inf\n");
+        }).find("f.csv line 3: time_us 'inf' is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,12,nan\n");
+        }).find("f.csv line 2: time_us 'nan' is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,-inf,3\n");
+        }).find("f.csv line 2: size '-inf' is out of range") != std::string::npos);
+  CHECK(error_of([&] {
+          (void)read("op,ranks,size,time_us\nalltoall,2,1e30,3\n");
+        }).find("f.csv line 2: size '1e30' is out of range") != std::string::npos);
+  CHECK(error_of([] { (void)m::fit_link({1, 2}, {1, INFINITY}); }).find("point 1 is") != std::string::npos);
+  CHECK(error_of([] { (void)m::fit_link({NAN, 2}, {1, 2}); }).find("point 0 is") != std::string::npos);
+  // Tiny times: the weights 1 / t^2 would overflow unscaled.
+  const m::Link tiny = m::fit_link({1, 2, 3}, {2e-300, 3e-300, 4e-300});
+  CHECK(tiny.bandwidth == doctest::Approx(1e300));
+  CHECK(tiny.latency == doctest::Approx(1e-300));
   m::Cluster c2 = m::h100();
   CHECK(error_of([&] {
           (void)m::calibrate(c2, read("op,ranks,size,time_us\nallgather,2,12,3\n"));

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -27,9 +28,14 @@ using namespace dsp::model;
 
 constexpr double GiB = 1024.0 * 1024 * 1024;
 
+// `v` as printf's format `f` writes it, whole: %.3f of a step time of 1e300 s
+// (--efficiency 1e-300) has over 300 digits.
 std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
+  const int n = std::snprintf(nullptr, 0, f, v);
+  if (n <= 0) return {};
+  std::string b(std::size_t(n) + 1, '\0');
+  std::snprintf(b.data(), b.size(), f, v);
+  b.resize(std::size_t(n));
   return b;
 }
 
@@ -37,7 +43,7 @@ std::string describe(const Cluster& c) {
   return c.name + " (" + std::to_string(c.gpus_per_node) + " GPUs per node; in a node " +
          fmt("%.0f", c.intra.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.intra.latency * 1e6) + " us; across nodes " +
          fmt("%.1f", c.inter.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.inter.latency * 1e6) + " us; " +
-         fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.0f", c.efficiency * 100) + "%; " +
+         fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.3g", c.efficiency * 100) + "%; " +
          fmt("%.0f", c.memory_bytes / GiB) + " GiB per GPU)";
 }
 
@@ -50,15 +56,81 @@ std::string describe(const Transformer& m) {
          " per layer; " + fmt("%.2f", m.parameters() / 1e9) + " B parameters)";
 }
 
-void print_predictions(const std::vector<Prediction>& ps, const std::string& format) {
+// Where one link's numbers come from: the cluster preset, a --calibrate fit
+// (the last file whose runs fitted it), and options set after the fit.
+struct LinkOrigin {
+  std::string file;  // the file of the fit; empty: not calibrated
+  int points = 0;
+  bool bandwidth_option = false, latency_option = false;
+
+  bool calibrated() const { return points > 0; }
+  bool preset_only() const { return !calibrated() && !bandwidth_option && !latency_option; }
+  // The csv field: preset, calibrated, options (both numbers from options),
+  // preset+option or calibrated+option (one of them).
+  std::string code() const {
+    if (bandwidth_option && latency_option) return "options";
+    return std::string(calibrated() ? "calibrated" : "preset") + (bandwidth_option || latency_option ? "+option" : "");
+  }
+  // For the text header, e.g. "calibrated from node.csv (3 points)".
+  std::string text(const std::string& preset, const char* gbs, const char* us) const {
+    if (bandwidth_option && latency_option) return std::string("set by ") + gbs + " and " + us;
+    std::string t = calibrated() ? "calibrated from " + file + " (" + std::to_string(points) + " points)"
+                                 : "the " + preset + " preset's (not calibrated)";
+    if (bandwidth_option) t += ", bandwidth set by " + std::string(gbs);
+    if (latency_option) t += ", latency set by " + std::string(us);
+    return t;
+  }
+};
+
+struct Links {
+  std::string preset;  // the --cluster preset
+  LinkOrigin intra, inter;
+  std::string header() const {
+    return "# links: in a node " + intra.text(preset, "--intra-gbs", "--intra-latency-us") + "; across nodes " +
+           inter.text(preset, "--inter-gbs", "--inter-latency-us") + "\n";
+  }
+};
+
+// Whether any group of the prediction's mesh spans nodes: its SP group, or its
+// DP group (one GPU of each SP group).
+bool spans_nodes(const Cluster& c, const Prediction& p) {
+  return consecutive_group(c, p.sp).spans_nodes() || (p.dp > 1 && strided_group(c, p.dp, p.sp).spans_nodes());
+}
+
+// On stderr: one link calibrated, the other wholly the preset's, and groups
+// that span nodes, whose times mix the fitted link with the preset one (an
+// all-to-all takes the slower of the two levels; a ring the link across nodes).
+void warn_half_calibrated(const Links& l, const Cluster& c, const std::vector<const Prediction*>& ps) {
+  const bool intra_only = l.intra.calibrated() && l.inter.preset_only();
+  const bool inter_only = l.inter.calibrated() && l.intra.preset_only();
+  if (!intra_only && !inter_only) return;
+  std::size_t spanning = 0;
+  for (const Prediction* p : ps) spanning += spans_nodes(c, *p) ? 1 : 0;
+  if (spanning == 0) return;
+  const Link& other = intra_only ? c.inter : c.intra;
+  std::cerr << "dsp-plan: warning: only the link " << (intra_only ? "in a node" : "across nodes")
+            << " is calibrated (from " << (intra_only ? l.intra.file : l.inter.file) << "); the link "
+            << (intra_only ? "across nodes" : "in a node") << " is still the " << l.preset << " preset's ("
+            << fmt("%.4g", other.bandwidth / 1e9) << " GB/s, " << fmt("%.4g", other.latency * 1e6) << " us), and "
+            << spanning << " of the " << ps.size()
+            << " rows have groups that span nodes, whose times mix the two: calibrate "
+            << (intra_only ? "across nodes too (a dsp-bench run on the ranks of more than one node)"
+                           : "in a node too (a dsp-bench run on the ranks of one node)")
+            << " or set " << (intra_only ? "--inter-gbs and --inter-latency-us" : "--intra-gbs and --intra-latency-us")
+            << "\n";
+}
+
+void print_predictions(const std::vector<Prediction>& ps, const std::string& format, const Links& links) {
   if (format == "csv") {
+    // intra_link, inter_link: where each link's numbers come from (LinkOrigin::code).
     std::cout << "strategy,sp,dp,runs,fits,layer_bytes,layer_ops,comm_s,compute_s,dp_s,step_s,tokens_per_s,"
-                 "model_tflops_per_gpu,memory_gib,note\n";
+                 "model_tflops_per_gpu,memory_gib,note,intra_link,inter_link\n";
     for (const auto& p : ps)
       std::cout << name(p.strategy) << ',' << p.sp << ',' << p.dp << ',' << p.runs << ',' << p.fits << ','
                 << p.layer_bytes << ',' << p.layer_operations << ',' << p.comm_time << ',' << p.compute_time << ','
                 << p.dp_time << ',' << p.step_time << ',' << p.tokens_per_second << ',' << p.flops_per_gpu() / 1e12
-                << ',' << p.memory_bytes / GiB << ',' << p.why << '\n';
+                << ',' << p.memory_bytes / GiB << ',' << p.why << ',' << links.intra.code() << ',' << links.inter.code()
+                << '\n';
     return;
   }
   std::printf("%-12s %4s %4s %16s %4s %9s %9s %8s %9s %12s %8s %8s  %s\n", "strategy", "SP", "DP", "layer bytes/GPU",
@@ -75,8 +147,8 @@ void print_predictions(const std::vector<Prediction>& ps, const std::string& for
   }
 }
 
-int plan(const Cluster& c, const Transformer& m, const Workload& w, int gpus, const std::vector<Strategy>& strategies,
-         const std::vector<int>& sps, const std::string& format) {
+int plan(const Cluster& c, const Links& links, const Transformer& m, const Workload& w, int gpus,
+         const std::vector<Strategy>& strategies, const std::vector<int>& sps, const std::string& format) {
   std::vector<Prediction> ps;
   if (sps.empty()) {
     ps = predict_all(c, m, w, gpus, strategies);
@@ -85,14 +157,18 @@ int plan(const Cluster& c, const Transformer& m, const Workload& w, int gpus, co
       for (int sp : sps) ps.push_back(predict(c, m, w, s, sp, gpus / sp));
   }
   const Prediction* best = recommend(ps);
+  std::vector<const Prediction*> rows;
+  for (const auto& p : ps) rows.push_back(&p);
+  warn_half_calibrated(links, c, rows);
   if (format == "text") {
     std::cout << "# dsp-plan: " << describe(m) << "\n# " << w.batch << " x " << w.temporal << " x " << w.spatial
               << " tokens per SP group (batch x temporal x spatial), " << w.elem_bytes << "-byte elements, "
               << (w.recompute ? "recomputation" : "no recomputation") << "; " << gpus << " GPUs of " << describe(c)
-              << "\n# per training step; layer bytes: the busiest GPU's per layer, forward "
+              << "\n"
+              << links.header() << "# per training step; layer bytes: the busiest GPU's per layer, forward "
               << "(dsp's cost model); tokens/s: the whole job's\n";
   }
-  print_predictions(ps, format);
+  print_predictions(ps, format, links);
   if (format == "text") {
     if (best && best->sp == 1) {
       std::cout << "# recommended: no sequence parallelism: DP " << best->dp << " (every strategy is plain data "
@@ -119,9 +195,13 @@ int plan(const Cluster& c, const Transformer& m, const Workload& w, int gpus, co
   return 0;
 }
 
-int paper_fig5(const Cluster& c, const std::string& format) {
+int paper_fig5(const Cluster& c, const Links& links, const std::string& format) {
   const auto table = paper_table5();
   const auto rows = figure5(c, table);
+  std::vector<const Prediction*> priced;
+  for (const auto& r : rows)
+    if (r.paper_sp > 0) priced.push_back(&r.prediction);
+  warn_half_calibrated(links, c, priced);
   if (format == "csv") {
     std::cout << "model,temporal,tokens,strategy,paper_sp,paper_dp,model_sp,layer_bytes,comm_s,compute_s,dp_s,step_s,"
                  "tokens_per_s,model_tflops_per_gpu,memory_gib,dsp_speedup\n";
@@ -129,6 +209,7 @@ int paper_fig5(const Cluster& c, const std::string& format) {
     std::cout << "# dsp-plan --preset paper-fig5: the DSP paper's Figure 5 (Table 5's meshes on " << paper_gpus
               << " GPUs, spatial 4096, one sample per SP group, bf16, recomputation, 9.5 GB frozen text encoder)\n"
               << "# cluster: " << describe(c) << "\n"
+              << links.header()
               << "# SP,DP: Table 5's mesh (/: did not run); model SP: the smallest SP the model finds fitting (0: "
                  "none); x DSP: DSP's predicted throughput over this method's\n";
     std::printf("%-5s %6s %-12s %7s %8s %16s %8s %9s %8s %8s %12s %8s %7s %7s\n", "model", "tokens", "method", "SP,DP",
@@ -188,14 +269,18 @@ int paper_fig5(const Cluster& c, const std::string& format) {
   return 0;
 }
 
-int paper_fig7(const Cluster& c, const std::string& format) {
+int paper_fig7(const Cluster& c, const Links& links, const std::string& format) {
   const auto rows = figure7(c);
+  std::vector<const Prediction*> priced;
+  for (const auto& r : rows) priced.push_back(&r.prediction);
+  warn_half_calibrated(links, c, priced);
   if (format == "csv") {
     std::cout << "gpus,layout,strategy,sp,dp,batch,runs,step_s,tokens_per_s,efficiency\n";
   } else {
     std::cout << "# dsp-plan --preset paper-fig7: the DSP paper's weak scaling (Table 7: 3B, temporal 128, spatial "
                  "4096, one sample per 8 GPUs)\n# cluster: "
-              << describe(c) << "\n# efficiency: tokens/s per GPU over the 8-GPU point's\n";
+              << describe(c) << "\n"
+              << links.header() << "# efficiency: tokens/s per GPU over the 8-GPU point's\n";
     std::printf("%5s %-22s %-8s %4s %4s %9s %12s %10s\n", "GPUs", "layout", "method", "SP", "DP", "step s", "tokens/s",
                 "efficiency");
   }
@@ -221,20 +306,19 @@ int paper_fig7(const Cluster& c, const std::string& format) {
 
 // Validators with messages a user reads (CLI11's ranges print the type's
 // limits, e.g. 1.8e308 written out, and call a word "not in range").
-/// A finite number, > 0 when `positive`, else >= 0.
-CLI::Validator number(bool positive) {
+/// A finite number, > 0 when `positive`, else >= 0, and at most `most`.
+/// strtod, not stod: stod throws for a value that underflows (1e-310, which
+/// is a number) or overflows (1e400, which is not finite).
+CLI::Validator number(bool positive, double most = HUGE_VAL) {
   return CLI::Validator(
-      [positive](std::string& s) -> std::string {
-        std::size_t used = 0;
-        double v = 0;
-        try {
-          v = std::stod(s, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (used == 0 || used != s.size()) return "'" + s + "' is not a number";
+      [positive, most](std::string& s) -> std::string {
+        const char* begin = s.c_str();
+        char* end = nullptr;
+        const double v = std::strtod(begin, &end);
+        if (end == begin || *end != '\0') return "'" + s + "' is not a number";
         if (!std::isfinite(v) || (positive ? !(v > 0) : v < 0))
           return std::string(positive ? "must be a positive number" : "must be a number >= 0") + ", not " + s;
+        if (v > most) return "must be at most " + fmt("%g", most) + ", not " + s;
         return "";
       },
       positive ? "> 0" : ">= 0");
@@ -328,11 +412,7 @@ int main(int argc, char** argv) {
   app.add_option("--intra-latency-us", intra_us, "latency per collective step inside a node, us")->check(number(false));
   app.add_option("--inter-latency-us", inter_us, "latency per collective step across nodes, us")->check(number(false));
   app.add_option("--peak-tflops", peak_tflops, "dense TFLOP/s per GPU in the training precision")->check(number(true));
-  app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")
-      ->check(number(true) &
-              CLI::Validator(
-                  [](std::string& v) -> std::string { return std::stod(v) <= 1 ? "" : "must be at most 1, not " + v; },
-                  "<= 1"));
+  app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")->check(number(true, 1));
   app.add_option("--memory-gib", memory_gib, "GiB per GPU the job may use")->check(number(true));
   app.add_option("--calibrate", calibrate_files,
                  "dsp-bench -F csv output (alltoall rows) to fit the links to; "
@@ -352,6 +432,8 @@ int main(int argc, char** argv) {
   try {
     Cluster c = cluster_preset(cluster_name);
     if (gpn) c.gpus_per_node = *gpn;
+    Links links;
+    links.preset = cluster_name;
     for (const auto& f : calibrate_files) {
       std::ifstream in(f);
       if (!in) throw dsp::InvalidArgument("dsp-plan: cannot read " + f);
@@ -359,7 +441,12 @@ int main(int argc, char** argv) {
       if (format == "text")
         std::cout << "# calibrated from " << f << ": " << cal.intra_points << " points for the link in a node, "
                   << cal.inter_points << " across nodes\n";
+      // A later file's fit of a link replaces an earlier one's.
+      if (cal.intra_points > 0) links.intra.file = f, links.intra.points = cal.intra_points;
+      if (cal.inter_points > 0) links.inter.file = f, links.inter.points = cal.inter_points;
     }
+    links.intra.bandwidth_option = bool(intra_gbs), links.intra.latency_option = bool(intra_us);
+    links.inter.bandwidth_option = bool(inter_gbs), links.inter.latency_option = bool(inter_us);
     // --gpus-per-node applies before the fit (it decides which link a file's runs
     // measure); the other numbers after it, so that they override it.
     const bool overridden = intra_gbs || inter_gbs || intra_us || inter_us || peak_tflops || efficiency || memory_gib;
@@ -373,8 +460,8 @@ int main(int argc, char** argv) {
     if (memory_gib) c.memory_bytes = *memory_gib * GiB;
     check(c);
 
-    if (preset == "paper-fig5") return paper_fig5(c, format);
-    if (preset == "paper-fig7") return paper_fig7(c, format);
+    if (preset == "paper-fig5") return paper_fig5(c, links, format);
+    if (preset == "paper-fig7") return paper_fig7(c, links, format);
 
     Transformer m;
     if (!model_name.empty()) {
@@ -432,7 +519,7 @@ int main(int argc, char** argv) {
           throw dsp::InvalidArgument("--sp: " + s + " is named twice");
         sps.push_back(v);
       }
-    return plan(c, m, w, gpus, strategies, sps, format);
+    return plan(c, links, m, w, gpus, strategies, sps, format);
   } catch (const dsp::Error& e) {
     std::string what = e.what();
     if (what.find("overflows") != std::string::npos)

@@ -177,7 +177,10 @@ struct BenchRow {
 
 /// The rows of a dsp-bench csv table, read by its header (columns op, ranks,
 /// size and time_us; others ignored). `source` names the input in errors.
-/// InvalidArgument for a missing column or a row that does not parse.
+/// InvalidArgument for a missing column, a row that does not parse, or a
+/// value out of range (ranks < 1, a size that is negative, not finite or
+/// above 2^64, a time_us that is not finite or not positive: inf and nan
+/// included), naming the line, the column and the value.
 inline std::vector<BenchRow> read_bench_csv(std::istream& in, const std::string& source) {
   std::string line;
   if (!std::getline(in, line))
@@ -210,9 +213,15 @@ inline std::vector<BenchRow> read_bench_csv(std::istream& in, const std::string&
       throw InvalidArgument("dsp::model: " + source + " line " + std::to_string(no) + " does not parse: '" + line +
                             "'");
     }
-    if (r.ranks < 1 || !(r.size >= 0) || !(r.time_us > 0))
-      throw InvalidArgument("dsp::model: " + source + " line " + std::to_string(no) +
-                            ": need ranks >= 1, size >= 0 and time_us > 0");
+    const auto out_of_range = [&](const char* column, std::size_t c) {
+      throw InvalidArgument("dsp::model: " + source + " line " + std::to_string(no) + ": " + column + " '" + f[c] +
+                            "' is out of range (need ranks >= 1, a finite size >= 0 and at most 2^64, and a finite "
+                            "time_us > 0): '" +
+                            line + "'");
+    };
+    if (r.ranks < 1) out_of_range("ranks", c_ranks);
+    if (!(r.size >= 0 && r.size <= 0x1p64)) out_of_range("size", c_size);  // nan fails both
+    if (!(r.time_us > 0 && std::isfinite(r.time_us))) out_of_range("time_us", c_time);
     rows.push_back(r);
   }
   return rows;
@@ -222,13 +231,25 @@ inline std::vector<BenchRow> read_bench_csv(std::istream& in, const std::string&
 /// (x bytes, t seconds) best in relative error (each point weighs 1 / t^2, so
 /// small messages set alpha and large ones beta). alpha is kept >= 0 (if the
 /// best line crosses below zero, the line through the origin). Needs two
-/// different x; InvalidArgument otherwise, or when time does not grow with x.
+/// different x, every x finite and >= 0 and every t finite and > 0;
+/// InvalidArgument otherwise (naming the point), or when time does not grow
+/// with x.
 inline Link fit_link(const std::vector<double>& x, const std::vector<double>& t) {
   if (x.size() != t.size() || x.size() < 2)
     throw InvalidArgument("dsp::model: a link fit needs at least two (bytes, time) points");
+  double t_min = t[0];
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] >= 0 && std::isfinite(x[i])) || !(t[i] > 0 && std::isfinite(t[i])))
+      throw InvalidArgument("dsp::model: a link fit needs finite sizes >= 0 and finite times > 0; point " +
+                            std::to_string(i) + " is (" + std::to_string(x[i]) + " bytes, " + std::to_string(t[i]) +
+                            " s)");
+    t_min = std::min(t_min, t[i]);
+  }
+  // The weights 1 / t^2, scaled by t_min^2 (the fit does not change) so that
+  // they stay in (0, 1]: tiny times cannot overflow them.
   double sw = 0, sx = 0, st = 0, sxx = 0, sxt = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    const double w = 1 / (t[i] * t[i]);
+    const double w = (t_min / t[i]) * (t_min / t[i]);
     sw += w, sx += w * x[i], st += w * t[i], sxx += w * x[i] * x[i], sxt += w * x[i] * t[i];
   }
   const double den = sw * sxx - sx * sx;
@@ -237,6 +258,8 @@ inline Link fit_link(const std::vector<double>& x, const std::vector<double>& t)
   if (alpha < 0) alpha = 0, slope = sxt / sxx;
   if (!(slope > 0))
     throw InvalidArgument("dsp::model: the times do not grow with the size: no bandwidth can be fitted");
+  if (!std::isfinite(1 / slope) || !std::isfinite(alpha))
+    throw InvalidArgument("dsp::model: the points' sizes and times are too far apart to fit a finite link");
   return {1 / slope, alpha};
 }
 

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -96,10 +97,11 @@ struct TrafficOp {
 /// One layer's forward communication on one rank of an SP group.
 struct LayerTraffic {
   std::vector<TrafficOp> ops;
-  /// Bytes the rank sends in the layer (each op's bytes times its count).
+  /// Bytes the rank sends in the layer (each op's bytes times its count);
+  /// InvalidArgument when that overflows std::size_t.
   std::size_t bytes() const {
     std::size_t b = 0;
-    for (const auto& o : ops) b += o.count * o.bytes;
+    for (const auto& o : ops) b = dsp::detail::checked_add(b, dsp::detail::checked_mul(o.count, o.bytes));
     return b;
   }
   /// Operations that communicate (a ring pass counts its n - 1 steps as one).
@@ -236,6 +238,16 @@ struct Prediction {
 };
 
 namespace detail {
+/// `v` rounded to a whole number and written out in full ("2793967739"; "inf"
+/// when it is), never through an integer type that could wrap.
+inline std::string whole_number(double v) {
+  const int n = std::snprintf(nullptr, 0, "%.0f", v);
+  std::string s(n > 0 ? std::size_t(n) + 1 : 1, '\0');
+  if (n > 0) std::snprintf(s.data(), s.size(), "%.0f", v);
+  s.resize(n > 0 ? std::size_t(n) : 0);
+  return s;
+}
+
 /// Seconds of one forward pass of the layer's SP communication.
 inline double layer_comm_time(const Cluster& c, const Group& g, const LayerTraffic& t) {
   double s = 0;
@@ -278,6 +290,13 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
                           std::to_string(m.heads) + " heads");
   if (w.batch == 0 || w.temporal == 0 || w.spatial == 0 || w.elem_bytes == 0)
     throw InvalidArgument("dsp::model: batch, temporal and spatial lengths and element size must be at least 1");
+  // The DP exchange counts the parameters' bytes in std::size_t (the cost
+  // model): refused here, before a conversion of more than 2^64 could wrap.
+  if (!(m.parameters() * double(w.elem_bytes) < 0x1p63))
+    throw InvalidArgument("dsp::model: the model's " + detail::whole_number(m.parameters()) + " parameters of " +
+                          std::to_string(w.elem_bytes) +
+                          " bytes are too many to count in bytes (2^63): fewer layers, or a smaller hidden size, "
+                          "MLP ratio or MLP count");
   Prediction p;
   p.strategy = strategy;
   p.sp = sp, p.dp = dp;
@@ -302,7 +321,8 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
 
   const LayerShape shape{w.batch, w.temporal, w.spatial, m.hidden, m.heads, w.elem_bytes, m.sub_blocks()};
   const LayerTraffic t = layer_traffic(strategy, shape, std::size_t(sp), 0);
-  for (const auto& o : t.ops) p.layer_bytes += o.count * o.max_bytes;
+  for (const auto& o : t.ops)
+    p.layer_bytes = dsp::detail::checked_add(p.layer_bytes, dsp::detail::checked_mul(o.count, o.max_bytes));
   p.layer_operations = t.operations();
 
   const double fwd = layer_flops_per_token(m, w) * local_tokens;
@@ -375,7 +395,7 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
   if (p.memory_bytes > c.memory_bytes) {
     p.fits = false;
     if (p.why.empty())
-      p.why = "needs " + std::to_string(int(p.memory_bytes / (1024.0 * 1024 * 1024) + 0.5)) + " GiB per GPU";
+      p.why = "needs " + detail::whole_number(p.memory_bytes / (1024.0 * 1024 * 1024)) + " GiB per GPU";
   }
   return p;
 }
