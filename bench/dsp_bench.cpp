@@ -71,6 +71,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -501,6 +502,26 @@ double avg_busbw(const std::vector<Row>& rows) {
   return rows.empty() ? 0 : sum / double(rows.size());
 }
 
+// Calls f(begin, end) on parts of [0, n) in threads of their own, one per
+// hardware thread (at most 64), and returns the sum of what they return:
+// the host loops that fill and check the buffers of the kernels timed alone,
+// which would otherwise take most of a large size's time on a machine whose
+// GPU does the timed part in a millisecond. Small n: one call, no threads.
+template <class F>
+long long host_parallel(std::size_t n, F&& f) {
+  const std::size_t threads = std::min<std::size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
+  if (n < (std::size_t(1) << 22) || threads == 1) return f(std::size_t(0), n);
+  const std::size_t per = (n + threads - 1) / threads;
+  std::vector<long long> sums(threads, 0);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { sums[t] = f(std::min(n, t * per), std::min(n, (t + 1) * per)); });
+  for (std::thread& t : pool) t.join();
+  long long sum = 0;
+  for (const long long v : sums) sum += v;
+  return sum;
+}
+
 // Value at a global linear index: exact in every type (wraps in the small
 // ones). The floating types hold values a wire must round, over a range
 // that exercises every part of wire.hpp's bounds: float up to 20
@@ -518,9 +539,11 @@ T value_at(std::size_t g) {
     const auto c = static_cast<std::uint16_t>(g % 32768);  // 0x2000: 2^-7; 10 fraction bits
     return dsp::float16::from_bits(static_cast<std::uint16_t>((c & 16384u) << 1 | (0x2000u + (c & 16383u))));
   } else if constexpr (std::is_same_v<T, float>) {
-    return static_cast<float>(k) * std::ldexp(1.0f, -6 - 4 * int(g % 4));
+    constexpr float scale[4] = {0x1p-6f, 0x1p-10f, 0x1p-14f, 0x1p-18f};
+    return static_cast<float>(k) * scale[g % 4];
   } else if constexpr (std::is_same_v<T, double>) {
-    return static_cast<double>(k) / 3 * std::ldexp(1.0, -6 - 4 * int(g % 4));
+    constexpr double scale[4] = {0x1p-6, 0x1p-10, 0x1p-14, 0x1p-18};
+    return static_cast<double>(k) / 3 * scale[g % 4];
   } else if constexpr (sizeof(T) == 1) {
     return static_cast<T>(g * 7 + 1);
   } else {
@@ -762,8 +785,11 @@ class Runner {
     long long wrong = -1;
     if (o_.check) {
       const auto h = host_copy(r);
-      wrong = 0;
-      for (std::size_t k = 0; k < count; ++k) wrong += h(k) != value_at<T>(k);
+      wrong = host_parallel(count, [&](std::size_t b, std::size_t e) {
+        long long w = 0;
+        for (std::size_t k = b; k < e; ++k) w += h(k) != value_at<T>(k);
+        return w;
+      });
       wrong = sum_wrong(wrong);
     }
     return finish(count * sizeof(T), count, t, wrong);
@@ -785,7 +811,10 @@ class Runner {
       // wrote out of bounds on an H200 with the Kokkos 4.6.99 CUDA build of
       // docs/gpu.md (compute-sanitizer: 4 GB before the allocation).
       auto h = Kokkos::create_mirror_view(s);
-      for (std::size_t k = 0; k < count; ++k) h(k) = T(1);
+      host_parallel(count, [&](std::size_t b, std::size_t e) {
+        for (std::size_t k = b; k < e; ++k) h(k) = T(1);
+        return 0LL;
+      });
       upload(s, h);
       Kokkos::fence();
       time = copy ? timed([&] {
@@ -884,7 +913,10 @@ class Runner {
     const std::size_t moved = pack ? plan.send_elems : plan.recv_elems;
     Kokkos::View<T*, M> in("in", in_elems), out("out", out_elems);
     auto hin = Kokkos::create_mirror_view(in);
-    for (std::size_t k = 0; k < in_elems; ++k) hin(k) = value_at<T>(k);
+    host_parallel(in_elems, [&](std::size_t b, std::size_t e) {
+      for (std::size_t k = b; k < e; ++k) hin(k) = value_at<T>(k);
+      return 0LL;
+    });
     upload(in, hin);
     Kokkos::fence();
     const auto exec = dsp::detail::execution_space_for<M>(comm_);
@@ -899,8 +931,11 @@ class Runner {
       dsp::detail::copy_runs(Kokkos::DefaultHostExecutionSpace{}, ref.data(), hsrc.data(), sizeof(T), tasks);
       Kokkos::DefaultHostExecutionSpace{}.fence();
       const auto hout = host_copy(out);
-      wrong = 0;
-      for (std::size_t k = 0; k < out_elems; ++k) wrong += !(hout(k) == ref[k]);
+      wrong = host_parallel(out_elems, [&](std::size_t b, std::size_t e) {
+        long long w = 0;
+        for (std::size_t k = b; k < e; ++k) w += !(hout(k) == ref[k]);
+        return w;
+      });
       wrong = sum_wrong(wrong);
     }
     return finish(moved * sizeof(T), moved, t, wrong, g);
@@ -945,7 +980,10 @@ class Runner {
       };
       // The input: the block's values (pack), or the sections they make (unpack).
       std::vector<T> values(block_elems);
-      for (std::size_t k = 0; k < block_elems; ++k) values[k] = value_at<T>(k);
+      host_parallel(block_elems, [&](std::size_t b, std::size_t e) {
+        for (std::size_t k = b; k < e; ++k) values[k] = value_at<T>(k);
+        return 0LL;
+      });
       std::vector<unsigned char> wired(wire_bytes);
       if (pack) {
         upload(tensor, Kokkos::View<const T*, Kokkos::HostSpace>(values.data(), block_elems));
@@ -977,15 +1015,23 @@ class Runner {
               for (std::size_t k = 0; k < nb; ++k) wrong += std::memcmp(a + 4 * k, b + 4 * k, 4) != 0;
               head = 4 * nb;
             }
-            for (std::size_t e = 0; e < chunks[c].elems; ++e)
-              wrong += std::memcmp(a + head + width * e, b + head + width * e, width) != 0;
+            wrong += host_parallel(chunks[c].elems, [&](std::size_t e0, std::size_t e1) {
+              long long bad = 0;
+              for (std::size_t e = e0; e < e1; ++e)
+                bad += std::memcmp(a + head + width * e, b + head + width * e, width) != 0;
+              return bad;
+            });
           }
         } else {
           std::vector<T> ref(block_elems);  // zeros, as the tensor: the own chunk's part stays so in both
           convert(host, false, ref.data(), wired.data());
           host.fence();
           const auto got = host_copy(tensor);
-          for (std::size_t k = 0; k < block_elems; ++k) wrong += std::memcmp(&got(k), &ref[k], sizeof(T)) != 0;
+          wrong = host_parallel(block_elems, [&](std::size_t k0, std::size_t k1) {
+            long long bad = 0;
+            for (std::size_t k = k0; k < k1; ++k) bad += std::memcmp(&got(k), &ref[k], sizeof(T)) != 0;
+            return bad;
+          });
         }
         wrong = sum_wrong(wrong);
       }
