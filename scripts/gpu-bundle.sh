@@ -89,10 +89,12 @@ for lib in $(for o in "${objects[@]}"; do ldd "$o" 2>/dev/null | awk '$2 == "=>"
   keep "$lib" || continue
   [ -e "$out/lib/$(basename "$lib")" ] || cp -L "$lib" "$out/lib/"
 done
+# Not found here and not carried: the driver's (the device machine has it; this
+# machine, without a GPU, may not), and libraries of components MPI skips.
 for o in "${objects[@]}"; do
-  if ldd "$o" 2>/dev/null | grep -q 'not found'; then
+  if ldd "$o" 2>/dev/null | grep 'not found' | grep -Evq '^\s*(libcuda\.so|libnvidia-)'; then
     case "$o" in
-      "$out"/mpi/*/openmpi3/* | "$out"/mpi/*/pmix/*) ;; # a component whose network library is missing: skipped by MPI
+      "$out"/mpi/*/openmpi3/* | "$out"/mpi/*/pmix/*) ;;
       *) echo "gpu-bundle.sh: $o needs a library not found here:" >&2; ldd "$o" | grep 'not found' >&2; missing=1 ;;
     esac
   fi
