@@ -73,10 +73,8 @@ template <class X>
 std::vector<Complex> input_of(const X& x) {
   std::vector<Complex> v(x.local_size());
   const auto n = x.global_extents();
-  std::size_t k = 0;
-  fft3d::for_each_global(x, [&](Complex*, std::size_t i, std::size_t j, std::size_t l) {
-    v[k++] = fft3d::sample(fft3d::linear(n, i, j, l));
-  });
+  std::size_t k = 0;  // dsp::for_each visits the block in row-major order
+  dsp::for_each(x, [&](const auto& g, const Complex&) { v[k++] = fft3d::sample(fft3d::linear(n, g[0], g[1], g[2])); });
   return v;
 }
 
