@@ -372,8 +372,8 @@ Options parse(int argc, char** argv, int rank) {
       ->default_str("1");
   app.add_flag("--graph", o.graph,
                "-B nccl with -a first_call: capture the call once in a CUDA graph\n"
-               "(after the warm-up) and time its replays, output checked (switch,\n"
-               "alltoall, allgather, memcpy, nccl-alltoall; CUDA builds only)");
+               "(after the warm-up) and time its replays, checked as without it;\n"
+               "switch, alltoall, allgather, memcpy, nccl-alltoall (-B nccl builds)");
   app.add_option("-B,--backend", o.backend,
                  "mpi: host memory; nccl: device memory, one GPU per rank\n"
                  "(only in builds with dsp::nccl and a CUDA Kokkos)")

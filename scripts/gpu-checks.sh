@@ -29,6 +29,8 @@
 #   DOCS=FILE   given to gpu-table.py: the table also replaces the block between
 #               <!-- gpu-checks:begin --> and <!-- gpu-checks:end --> in FILE
 #   TABLE=0     no table at the end
+#   ARCHIVE=F   packs <log-dir> into the tar.gz file F at the end (the device
+#               tool brings back at most 8 files from $OUT: one archive, one table)
 #
 # Writes <log-dir>/machine.txt (nvidia-smi), <log-dir>/<step>.txt for a test
 # and <log-dir>/<step>.<kernels>.txt for a timing, <log-dir>/steps.tsv (one
@@ -221,6 +223,10 @@ if [ "${TABLE:-1}" != 0 ]; then
   else
     echo "gpu-checks.sh: no python3 here: run python3 scripts/gpu-table.py $logs where there is one" >&2
   fi
+fi
+if [ -n "${ARCHIVE:-}" ]; then
+  tar -czf "$ARCHIVE" -C "$(dirname "$logs")" "$(basename "$logs")" &&
+    echo "gpu-checks.sh: logs packed into $ARCHIVE ($(du -h "$ARCHIVE" | cut -f1))"
 fi
 [ $failed -gt 0 ] && exit 1
 [ $skipped -gt 0 ] && exit 3

@@ -145,11 +145,17 @@ def doctest_summary(path):
 
 
 def last_line(path):
+    """What a failed run's log says last: the last line naming an error, else the last line
+    that is not decoration (Open MPI frames its messages in lines of dashes)."""
     try:
-        lines = [l.strip() for l in open(path, encoding="utf-8", errors="replace") if l.strip()]
+        lines = [l.strip() for l in open(path, encoding="utf-8", errors="replace")]
     except OSError:
         return "(no log)"
-    return lines[-1] if lines else "(empty log)"
+    lines = [l for l in lines[1:] if re.search(r"[A-Za-z0-9]", l)]  # the first line is the command
+    for l in reversed(lines):
+        if re.search(r"error|fail|abort|not found|cannot|refused|killed|timed out", l, re.I):
+            return l
+    return lines[-1] if lines else "(no output)"
 
 
 def read_steps(logs):
