@@ -21,7 +21,7 @@
 #               10 s left is skipped and recorded as skipped. The summary prints
 #               the total.
 #   FULL=1      adds 4 GiB to the large sizes, the half-type wires and 1 GiB to
-#               the wire and batch steps (estimate: over 6 minutes; raise BUDGET)
+#               the wire and batch steps (estimated 10 minutes; raise BUDGET)
 #   ONLY=REGEX  runs only the steps whose names match (e.g. ONLY='^(pack|unpack)')
 #   KERNELS     the kernel sets of a timing step, in order (default "baseline tuned")
 #   MPIEXEC     starts the 2-rank test (default mpiexec; as root, scripts/mpi_env.sh,
