@@ -26,7 +26,20 @@
 // device-to-device cudaMemcpyAsync of the local block:
 //
 //   mpirun -np 8 dsp-bench -B nccl -o switch,nccl-alltoall,memcpy -b 1M -e 1G -c 1
+//
+// -d bf16 and fp16 are dsp::bfloat16 and dsp::float16. --wire W switches on
+// a low-precision wire (any pair dsp::wire_carries accepts), each element
+// checked against the wire's bound in wire.hpp; with -o pack or unpack it
+// times that wire's conversion kernel alone, its size the bytes read plus
+// written. -a first_call runs the switches under AgreementMode::first_call;
+// with it, --graph (-B nccl) captures the call once in a CUDA graph and
+// times the replays (scripts/gpu-checks.sh runs all of these).
 #include "common.hpp"
+
+#include <dsp/half.hpp>
+#include <dsp/kernels/convert.hpp>
+#include <dsp/plan/switch.hpp>
+#include <dsp/wire.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -51,12 +64,14 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <iostream>
 #include <limits>
 #include <ranges>
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -85,9 +100,51 @@ struct Options {
   std::size_t inner = 32;      // switch: extent of the last dim
   int peers = 0;               // pack, unpack: the rank count of the plan (0: this run's)
   int batch = 1;               // switch: tensors switched in one dsp::batch (1 or 3)
-  std::string wire = "exact";  // switch: exact or bf16 (float only)
-  bool agreement = true;
+  std::string wire = "exact";  // switch, pack, unpack: a wire (wire.hpp) that carries -d's type, or exact
+  bool agreement = true;       // -a 0: no agreement check
+  bool first_call = false;     // -a first_call: AgreementMode::first_call around the timed calls
+  bool graph = false;          // --graph (-B nccl): time replays of the call captured in a CUDA graph
 };
+
+// -d's element types: the built-in ones and dsp's half types (half.hpp).
+const std::vector<std::string> known_types{"float", "double", "int32", "int64", "int8", "uint8", "bf16", "fp16"};
+
+// The ElemKind of -d's type (which wires carry it: dsp::wire_carries).
+dsp::ElemKind kind_of(const std::string& type) {
+  if (type == "float") return dsp::ElemKind::f32;
+  if (type == "double") return dsp::ElemKind::f64;
+  if (type == "bf16") return dsp::ElemKind::bf16;
+  if (type == "fp16") return dsp::ElemKind::f16;
+  return dsp::ElemKind::other;
+}
+
+// --wire's value as a dsp::Wire (every name dsp::wire_name gives).
+std::vector<std::string> wire_names() {
+  std::vector<std::string> v;
+  for (const dsp::Wire w : dsp::kWires) v.emplace_back(dsp::wire_name(w));
+  return v;
+}
+dsp::Wire wire_of(const std::string& name) {
+  for (const dsp::Wire w : dsp::kWires)
+    if (name == dsp::wire_name(w)) return w;
+  throw std::runtime_error("dsp-bench: unknown wire " + name);
+}
+
+// -a's value: an integer (0 off, any other on, as it always was), or an
+// agreement mode by name. False when it is none of these.
+bool parse_agreement(const std::string& v, bool& on, bool& first_call) {
+  if (v == "first_call" || v == "every_call") {
+    on = true;
+    first_call = v == "first_call";
+    return true;
+  }
+  long long x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (v.empty() || ec != std::errc{} || end != v.data() + v.size()) return false;
+  on = x != 0;
+  first_call = false;
+  return true;
+}
 
 // The ops -o knows: the collectives, the switch's references and its kernels.
 const std::vector<std::string> known_ops{"switch", "alltoall",      "allgather", "mpi-alltoall", "mpi-alltoallw",
@@ -198,7 +255,8 @@ Options parse(int argc, char** argv, int rank) {
 
   // Range's own description ("INT in [1 - 2147483647]") would crowd the help.
   const auto at_least = [](int min) { return CLI::Range(min, std::numeric_limits<int>::max()).description(""); };
-  int check = o.check, agreement = o.agreement;  // 0|1, read as integers: non-zero is on
+  int check = o.check;  // 0|1, read as an integer: non-zero is on
+  std::string agreement = "1";
   std::pair<int, int> dims{o.dim_from, o.dim_to};
   app.add_option("-b,--minbytes", o.min_bytes, "smallest size in bytes per rank (K, M, G suffixes)")
       ->transform(size_value(1))
@@ -230,8 +288,8 @@ Options parse(int argc, char** argv, int rank) {
                  "(0: no check, and #wrong is reported as -1)")
       ->type_name("0|1")
       ->capture_default_str();
-  app.add_option("-d,--datatype", o.type, "element type")
-      ->check(CLI::IsMember({"float", "double", "int32", "int64", "int8", "uint8"}))
+  app.add_option("-d,--datatype", o.type, "element type (bf16, fp16: dsp::bfloat16, dsp::float16)")
+      ->check(CLI::IsMember(known_types))
       ->type_name("T")
       ->capture_default_str();
   app.add_option("-o,--op", o.op,
@@ -292,13 +350,30 @@ Options parse(int argc, char** argv, int rank) {
       ->check(CLI::IsMember({1, 3}))
       ->type_name("N")
       ->capture_default_str();
-  app.add_option("--wire", o.wire, "switch: bf16 for -d float only (checked within 2^-8 |x|)")
-      ->check(CLI::IsMember({"exact", "bf16"}))
+  app.add_option("--wire", o.wire,
+                 "switch: the elements travel on wire W (dsp::Wire), each checked\n"
+                 "against its bound in wire.hpp; pack, unpack: W's pack or unpack\n"
+                 "kernel alone (size: bytes read plus written). W carries -d's type:\n"
+                 "float bf16|fp16|fp8_e4m3, bf16 fp8_e4m3, fp16 fp8_e4m3|bf16,\n"
+                 "double fp32 (dsp::wire_carries)")
+      ->check(CLI::IsMember(wire_names()))
       ->type_name("W")
       ->capture_default_str();
-  app.add_option("-a,--agreement", agreement, "dsp's cross-rank agreement check")
-      ->type_name("0|1")
-      ->capture_default_str();
+  app.add_option("-a,--agreement", agreement,
+                 "dsp's cross-rank agreement check: 1 before every call, 0 off,\n"
+                 "first_call (AgreementMode::first_call: a call's first time only)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            bool on = false, first = false;
+            return parse_agreement(v, on, first) ? "" : "'" + v + "' is not 0, 1 or first_call";
+          },
+          ""))
+      ->type_name("0|1|first_call")
+      ->default_str("1");
+  app.add_flag("--graph", o.graph,
+               "-B nccl with -a first_call: capture the call once in a CUDA graph\n"
+               "(after the warm-up) and time its replays, output checked (switch,\n"
+               "alltoall, allgather, memcpy, nccl-alltoall; CUDA builds only)");
   app.add_option("-B,--backend", o.backend,
                  "mpi: host memory; nccl: device memory, one GPU per rank\n"
                  "(only in builds with dsp::nccl and a CUDA Kokkos)")
@@ -357,8 +432,44 @@ Options parse(int argc, char** argv, int rank) {
                                      " sizes (at most " + std::to_string(max_sizes) +
                                      " per op): a larger step or a narrower range");
     }
-    if (o.wire == "bf16" && o.type != "float")
-      throw CLI::ValidationError("--wire", "bf16 is for -d float, not " + o.type);
+    parse_agreement(agreement, o.agreement, o.first_call);  // the option's check accepted it
+    o.ops = split_ops(o.op);
+    const auto runs_any = [&](std::initializer_list<const char*> names) {
+      return std::ranges::any_of(o.ops, [&](const std::string& op) {
+        return std::ranges::any_of(names, [&](const char* n) { return op == n; });
+      });
+    };
+    if (o.wire != "exact") {
+      const dsp::ElemKind k = kind_of(o.type);
+      if (!dsp::wire_carries(wire_of(o.wire), k))
+        throw CLI::ValidationError("--wire",
+                                   o.wire + " does not carry -d " + o.type + " (dsp::wire_carries): -d " + o.type +
+                                       (k == dsp::ElemKind::other ? std::string(" travels exact only")
+                                                                  : std::string(" travels on ") + dsp::wires_for(k)));
+      if (!runs_any({"switch", "pack", "unpack"}))
+        throw CLI::ValidationError("--wire", o.wire + " applies to -o switch, pack and unpack, not to -o " + o.op);
+    }
+    if (o.graph) {
+#if defined(DSP_BENCH_WITH_NCCL)
+      if (o.backend != "nccl") throw CLI::ValidationError("--graph", "CUDA graphs need -B nccl, not -B " + o.backend);
+      if (!o.first_call)
+        throw CLI::ValidationError("--graph", "needs -a first_call, not -a " + agreement +
+                                                  ": the agreement check of every call waits on the host, which a "
+                                                  "CUDA graph cannot capture");
+      for (const std::string& op : o.ops)
+        if (op != "switch" && op != "alltoall" && op != "allgather" && op != "memcpy" && op != "nccl-alltoall")
+          throw CLI::ValidationError("--graph", "-o " + op +
+                                                    " is not captured (its timed call waits on the host); --graph "
+                                                    "times switch, alltoall, allgather, memcpy and nccl-alltoall");
+#else
+      throw CLI::ValidationError("--graph",
+                                 "CUDA graphs need -B nccl, and this dsp-bench is built without it (a "
+                                 "build with -DDSP_ENABLE_NCCL=ON against a CUDA-enabled Kokkos)");
+#endif
+    }
+    // A DSP_* environment value dsp does not accept would fail the first
+    // collective; the kernels timed alone (pack, unpack) would never see it.
+    if (!dsp::detail::settings_ok()) throw CLI::ValidationError(dsp::detail::settings_error());
   } catch (const CLI::ParseError& e) {
     std::ostream discard(nullptr);  // no buffer: the other ranks' copies go nowhere
     const int rc = app.exit(e, rank == 0 ? std::cout : discard, rank == 0 ? std::cerr : discard);
@@ -366,9 +477,7 @@ Options parse(int argc, char** argv, int rank) {
     std::exit(rc == 0 ? 0 : 2);  // CLI11's own codes (105 and so on) would mean nothing here
   }
   o.check = check != 0;
-  o.agreement = agreement != 0;
   std::tie(o.dim_from, o.dim_to) = dims;
-  o.ops = split_ops(o.op);
   o.op = o.ops.front();
   return o;
 }
@@ -393,11 +502,82 @@ double avg_busbw(const std::vector<Row>& rows) {
   return rows.empty() ? 0 : sum / double(rows.size());
 }
 
-// Value at a global linear index: exact in every type (wraps in the small ones).
+// Calls f(begin, end) on parts of [0, n) in threads of their own, one per
+// hardware thread (at most 64), and returns the sum of what they return:
+// the host loops that fill and check the buffers of the kernels timed alone,
+// which would otherwise take most of a large size's time on a machine whose
+// GPU does the timed part in a millisecond. Small n: one call, no threads.
+template <class F>
+long long host_parallel(std::size_t n, F&& f) {
+  const std::size_t threads = std::min<std::size_t>(64, std::max(1u, std::thread::hardware_concurrency()));
+  if (n < (std::size_t(1) << 22) || threads == 1) return f(std::size_t(0), n);
+  const std::size_t per = (n + threads - 1) / threads;
+  std::vector<long long> sums(threads, 0);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { sums[t] = f(std::min(n, t * per), std::min(n, (t + 1) * per)); });
+  for (std::thread& t : pool) t.join();
+  long long sum = 0;
+  for (const long long v : sums) sum += v;
+  return sum;
+}
+
+// Value at a global linear index: exact in every type (wraps in the small
+// ones). The floating types hold values a wire must round, over a range
+// that exercises every part of wire.hpp's bounds: float up to 20
+// significant bits, times 2^-6, 2^-10, 2^-14 or 2^-18 by turns (so an fp8
+// block spans 2^12 and more, and some values are below fp16's normal
+// range), double the same thirds; the half types cycle through every
+// encoding of +-[2^-7, 2^9), so neighbours differ.
 template <class T>
 T value_at(std::size_t g) {
-  if constexpr (sizeof(T) == 1) return static_cast<T>(g * 7 + 1);
-  else return static_cast<T>(g % (std::size_t(1) << 20) + 1);
+  const std::size_t k = g % (std::size_t(1) << 20) + 1;
+  if constexpr (std::is_same_v<T, dsp::bfloat16>) {
+    const auto c = static_cast<std::uint16_t>(g % 4096);  // 0x3c00: 2^-7; 7 fraction bits
+    return dsp::bfloat16::from_bits(static_cast<std::uint16_t>((c & 2048u) << 4 | (0x3c00u + (c & 2047u))));
+  } else if constexpr (std::is_same_v<T, dsp::float16>) {
+    const auto c = static_cast<std::uint16_t>(g % 32768);  // 0x2000: 2^-7; 10 fraction bits
+    return dsp::float16::from_bits(static_cast<std::uint16_t>((c & 16384u) << 1 | (0x2000u + (c & 16383u))));
+  } else if constexpr (std::is_same_v<T, float>) {
+    constexpr float scale[4] = {0x1p-6f, 0x1p-10f, 0x1p-14f, 0x1p-18f};
+    return static_cast<float>(k) * scale[g % 4];
+  } else if constexpr (std::is_same_v<T, double>) {
+    constexpr double scale[4] = {0x1p-6, 0x1p-10, 0x1p-14, 0x1p-18};
+    return static_cast<double>(k) / 3 * scale[g % 4];
+  } else if constexpr (sizeof(T) == 1) {
+    return static_cast<T>(g * 7 + 1);
+  } else {
+    return static_cast<T>(k);
+  }
+}
+
+// The largest |x' - x| wire w lets a finite value x of kind k arrive with
+// (wire.hpp's bounds); a: the largest finite |x| of x's fp8 block. float on
+// fp16 from 65520 on arrives as an infinity, which the caller checks.
+double wire_bound(dsp::Wire w, dsp::ElemKind k, double x, double a) {
+  const double ax = std::fabs(x);
+  switch (w) {
+    case dsp::Wire::exact: return 0;
+    case dsp::Wire::bf16:
+      if (k == dsp::ElemKind::f16) return 0x1p-8 * ax;  // fp16's whole range is inside bf16's normal one
+      return ax >= 0x1p-126 ? 0x1p-8 * ax : 0x1p-134;
+    case dsp::Wire::fp16: return ax >= 0x1p-14 ? 0x1p-11 * ax : 0x1p-25;
+    case dsp::Wire::fp8_e4m3: {
+      const double s = a * 0x1p-10 / 448;
+      if (k == dsp::ElemKind::bf16) return (0x1p-4 + 0x1p-8 + 0x1p-12) * ax + 1.01 * s + 0x1p-134;
+      if (k == dsp::ElemKind::f16) return (0x1p-4 + 0x1p-11 + 0x1p-15) * ax + 1.01 * s + 0x1p-25;
+      return (0x1p-4 * ax + s) * (1 + 0x1p-22) + 0x1p-150;
+    }
+    case dsp::Wire::fp32: return ax >= 0x1p-126 ? 0x1p-24 * ax : 0x1p-150;
+  }
+  return 0;
+}
+
+// Whether x arrived as v within wire w's bound.
+bool within_bound(dsp::Wire w, dsp::ElemKind k, double x, double a, double v) {
+  if (w == dsp::Wire::fp16 && k == dsp::ElemKind::f32 && std::fabs(x) >= 65520)
+    return std::isinf(v) && std::signbit(v) == std::signbit(x);
+  return std::fabs(v - x) <= wire_bound(w, k, x, a);  // false for NaN
 }
 
 #if defined(DSP_BENCH_WITH_NCCL)
@@ -433,7 +613,10 @@ class Runner {
     if (o_.op == "alltoall") return alltoall<T>(bytes);
     if (o_.op == "allgather") return allgather<T>(bytes);
     if (o_.op == "memcpy") return raw<T>(bytes, true);
-    if (o_.op == "pack" || o_.op == "unpack") return kernel<T>(bytes, o_.op == "pack");
+    if (o_.op == "pack" || o_.op == "unpack") {
+      if (o_.wire != "exact") return wire_kernel<T>(bytes, o_.op == "pack");
+      return kernel<T>(bytes, o_.op == "pack");
+    }
     if constexpr (is_nccl_v<Comm>) {
       if (o_.op == "nccl-alltoall") return raw<T>(bytes, false);
       if (o_.op == "mpi-alltoall" || o_.op == "mpi-alltoallw")
@@ -448,8 +631,18 @@ class Runner {
   }
 
  private:
+  // The median over -n iterations of f (after -w untimed ones), each ended by
+  // sync_. With --graph, replays of f captured in a CUDA graph instead;
+  // `poison` then overwrites the outputs after the capture, so that the
+  // check afterwards sees what the replays wrote.
   template <class F>
-  double timed(F&& f) {
+  double timed(F&& f, const std::function<void()>& poison = {}) {
+#if defined(DSP_BENCH_WITH_NCCL)
+    if constexpr (is_nccl_v<Comm>) {
+      if (o_.graph) return timed_graph(f, poison);
+    }
+#endif
+    (void)poison;
     auto step = [&] {
       f();
       sync_();
@@ -459,6 +652,85 @@ class Runner {
     for (int k = 0; k < o_.iters; ++k) t.push_back(dsp_bench::time_max(MPI_COMM_WORLD, step));
     return dsp_bench::median(t);
   }
+
+#if defined(DSP_BENCH_WITH_NCCL)
+  // A captured graph and its executable form, destroyed on every path.
+  struct Graph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    Graph() = default;
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+    ~Graph() {
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+    }
+  };
+
+  // --graph: the warm-up runs f as usual (at least once: under first_call
+  // that call is the checked one, and it fills the plan and table caches and
+  // the workspaces), then f is captured once on the communicator's stream
+  // (relaxed mode, as test_nccl does) and each iteration is one
+  // cudaGraphLaunch and the stream synchronization.
+  template <class F>
+  double timed_graph(F& f, const std::function<void()>& poison) {
+    const cudaStream_t stream = comm_.stream();
+    for (int k = 0; k < std::max(1, o_.warmup); ++k) {
+      f();
+      sync_();
+    }
+    Graph g;
+    DSP_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+    try {
+      f();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &g.graph);  // ends the capture; the error raised in f is the one to report
+      throw;
+    }
+    DSP_CHECK_CUDA(cudaStreamEndCapture(stream, &g.graph));
+    DSP_CHECK_CUDA(cudaGraphInstantiate(&g.exec, g.graph, 0));
+    if (poison) poison();
+    auto replay = [&] {
+      DSP_CHECK_CUDA(cudaGraphLaunch(g.exec, stream));
+      sync_();
+    };
+    for (int k = 0; k < o_.warmup; ++k) replay();
+    std::vector<double> t;
+    for (int k = 0; k < o_.iters; ++k) t.push_back(dsp_bench::time_max(MPI_COMM_WORLD, replay));
+    return dsp_bench::median(t);
+  }
+#endif
+
+  // Sets every byte of v to 0xff on the communicator's stream (a NaN in the
+  // floating types): what a graph's replays must overwrite. Only --graph
+  // (-B nccl) calls it.
+  template <class V>
+  void poison(const V& v) const {
+#if defined(DSP_BENCH_WITH_NCCL)
+    if constexpr (is_nccl_v<Comm>) {
+      DSP_CHECK_CUDA(cudaMemsetAsync(v.data(), 0xff, v.span() * sizeof(typename V::value_type), comm_.stream()));
+      sync_();
+    }
+#endif
+    (void)v;
+  }
+
+  // The agreement settings of -a around the timed calls of a switch, the
+  // process's own restored after.
+  struct AgreementScope {
+    bool on;
+    dsp::AgreementMode mode;
+    explicit AgreementScope(const Options& o) : on(dsp::agreement_checks()), mode(dsp::agreement_mode()) {
+      dsp::set_agreement_checks(o.agreement);
+      if (o.first_call) dsp::set_agreement_mode(dsp::AgreementMode::first_call);
+    }
+    AgreementScope(const AgreementScope&) = delete;
+    AgreementScope& operator=(const AgreementScope&) = delete;
+    ~AgreementScope() {
+      dsp::set_agreement_checks(on);
+      dsp::set_agreement_mode(mode);
+    }
+  };
   long long sum_wrong(long long w) const {
     long long s = 0;
     MPI_Allreduce(&w, &s, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
@@ -488,7 +760,7 @@ class Runner {
         for (std::size_t k = 0; k < per; ++k) h(q * per + k) = a2a_value<T>(p_, q, n_, per, k);
       upload(s, h);
     }
-    const double t = timed([&] { comm_.all_to_all(s.data(), r.data(), per, sizeof(T)); });
+    const double t = timed([&] { comm_.all_to_all(s.data(), r.data(), per, sizeof(T)); }, [&] { poison(r); });
     long long wrong = -1;
     if (o_.check) {
       const auto h = host_copy(r);
@@ -509,12 +781,15 @@ class Runner {
       for (std::size_t k = 0; k < per; ++k) h(k) = value_at<T>(p_ * per + k);
       upload(s, h);
     }
-    const double t = timed([&] { comm_.all_gather(s.data(), r.data(), per, sizeof(T)); });
+    const double t = timed([&] { comm_.all_gather(s.data(), r.data(), per, sizeof(T)); }, [&] { poison(r); });
     long long wrong = -1;
     if (o_.check) {
       const auto h = host_copy(r);
-      wrong = 0;
-      for (std::size_t k = 0; k < count; ++k) wrong += h(k) != value_at<T>(k);
+      wrong = host_parallel(count, [&](std::size_t b, std::size_t e) {
+        long long w = 0;
+        for (std::size_t k = b; k < e; ++k) w += h(k) != value_at<T>(k);
+        return w;
+      });
       wrong = sum_wrong(wrong);
     }
     return finish(count * sizeof(T), count, t, wrong);
@@ -536,7 +811,10 @@ class Runner {
       // wrote out of bounds on an H200 with the Kokkos 4.6.99 CUDA build of
       // docs/gpu.md (compute-sanitizer: 4 GB before the allocation).
       auto h = Kokkos::create_mirror_view(s);
-      for (std::size_t k = 0; k < count; ++k) h(k) = T(1);
+      host_parallel(count, [&](std::size_t b, std::size_t e) {
+        for (std::size_t k = b; k < e; ++k) h(k) = T(1);
+        return 0LL;
+      });
       upload(s, h);
       Kokkos::fence();
       time = copy ? timed([&] {
@@ -573,7 +851,7 @@ class Runner {
       dsp_bench::AlltoallwSwitch w(MPI_COMM_WORLD, {g[0], g[1], g[2]}, 0, 1);
       const double t = timed([&] { w(x.local().data(), y.local().data()); });
       long long wrong = -1;
-      if (o_.check) wrong = sum_wrong(count_wrong(y));
+      if (o_.check) wrong = sum_wrong(count_wrong(y, dsp::Wire::exact, 0));
       return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong, g);
     }
   }
@@ -584,14 +862,21 @@ class Runner {
   // this backend's memory and execution space. The size is the elements
   // copied (rank 0's block less its own chunk). Checked against the host
   // path of the same kernel, which the tests check against the reference.
+  // The tensor of pack and unpack (global extents) and rank 0's block of it:
+  // the input (Sharded<i>) for a pack, the output (Sharded<j>) for an unpack.
+  struct KernelShape {
+    std::array<std::size_t, 3> global, block;
+    int peers;
+    std::size_t i, j;
+    std::size_t block_elems() const { return block[0] * block[1] * block[2]; }
+  };
   template <class T>
-  Row kernel(std::size_t bytes, bool pack) {
-    using M = typename Comm::memory_space;
+  KernelShape kernel_shape(std::size_t bytes, bool pack) const {
     const int peers = o_.peers > 0 ? o_.peers : n_;
     const std::size_t i = std::size_t(o_.dim_from), j = std::size_t(o_.dim_to);
     if (i == j) throw std::runtime_error("dsp-bench: pack and unpack need --dims I,J with I != J");
     const auto g = shape<T>(bytes, peers);
-    std::array<std::size_t, 3> block = g;  // rank 0's block, input (Sharded<i>) or output (Sharded<j>)
+    std::array<std::size_t, 3> block = g;
     block[pack ? i : j] = dsp::Partition{g[pack ? i : j], std::size_t(peers)}.count(0);
     // A and B are multiples of the peers: with many peers and a wide --inner
     // the block can dwarf the size asked for. Refused before anything is allocated.
@@ -604,6 +889,16 @@ class Runner {
            "lower --peers or --inner";
       throw std::runtime_error(m.str());
     }
+    return {g, block, peers, i, j};
+  }
+
+  template <class T>
+  Row kernel(std::size_t bytes, bool pack) {
+    using M = typename Comm::memory_space;
+    const KernelShape ks = kernel_shape<T>(bytes, pack);
+    const auto& g = ks.global;
+    const std::size_t i = ks.i, j = ks.j;
+    const int peers = ks.peers;
     const auto plan = dsp::detail::plan_alltoallv(std::span<const std::size_t>(g), i, j, 0, peers);
     const auto& tasks = pack ? plan.pack : plan.unpack;
     if (tasks.empty())
@@ -612,13 +907,16 @@ class Runner {
                                ": its chunks are contiguous on that side, and dsp transfers them in place (the " +
                                (pack ? "unpack" : "pack") + " of --dims " + std::to_string(j) + "," +
                                std::to_string(i) + " is the same kernel's other side)");
-    const std::size_t block_elems = block[0] * block[1] * block[2];
+    const std::size_t block_elems = ks.block_elems();
     const std::size_t in_elems = pack ? block_elems : plan.recv_elems;
     const std::size_t out_elems = pack ? plan.send_elems : block_elems;
     const std::size_t moved = pack ? plan.send_elems : plan.recv_elems;
     Kokkos::View<T*, M> in("in", in_elems), out("out", out_elems);
     auto hin = Kokkos::create_mirror_view(in);
-    for (std::size_t k = 0; k < in_elems; ++k) hin(k) = value_at<T>(k);
+    host_parallel(in_elems, [&](std::size_t b, std::size_t e) {
+      for (std::size_t k = b; k < e; ++k) hin(k) = value_at<T>(k);
+      return 0LL;
+    });
     upload(in, hin);
     Kokkos::fence();
     const auto exec = dsp::detail::execution_space_for<M>(comm_);
@@ -633,11 +931,113 @@ class Runner {
       dsp::detail::copy_runs(Kokkos::DefaultHostExecutionSpace{}, ref.data(), hsrc.data(), sizeof(T), tasks);
       Kokkos::DefaultHostExecutionSpace{}.fence();
       const auto hout = host_copy(out);
-      wrong = 0;
-      for (std::size_t k = 0; k < out_elems; ++k) wrong += !(hout(k) == ref[k]);
+      wrong = host_parallel(out_elems, [&](std::size_t b, std::size_t e) {
+        long long w = 0;
+        for (std::size_t k = b; k < e; ++k) w += !(hout(k) == ref[k]);
+        return w;
+      });
       wrong = sum_wrong(wrong);
     }
     return finish(moved * sizeof(T), moved, t, wrong, g);
+  }
+
+  // -o pack|unpack --wire W: the wire's pack (or unpack) kernel alone
+  // (detail::wire_pack / wire_unpack), as rank 0 of --peers ranks runs it in
+  // a switch on that wire: one section per peer but itself, each converted by
+  // its own launch, on this backend's memory and execution space. The size
+  // is the bytes the kernels read plus those they write (the elements and
+  // the wire sections, scales and padding included), so algbw is memory
+  // traffic, to compare with twice a copy's algbw. Checked, element by
+  // element and scale by scale, against the host path of the same kernels.
+  template <class T>
+  Row wire_kernel(std::size_t bytes, bool pack) {
+    constexpr dsp::ElemKind kind = dsp::elem_kind_v<T>;
+    if constexpr (kind == dsp::ElemKind::other) {
+      throw std::runtime_error("dsp-bench: -d " + o_.type + " travels on no wire");  // parse refuses it first
+    } else {
+      using M = typename Comm::memory_space;
+      const KernelShape ks = kernel_shape<T>(bytes, pack);
+      const auto plan = dsp::detail::plan_peer_switch(std::span<const std::size_t>(ks.global), ks.i, ks.j, 0, ks.peers);
+      const auto& chunks = pack ? plan.sends : plan.recvs;  // runs in rank 0's block
+      const dsp::Wire w = wire_of(o_.wire);
+      std::vector<std::size_t> at;  // each section's byte offset
+      std::size_t wire_bytes = 0, elems = 0;
+      for (const dsp::PeerRuns& c : chunks) {
+        at.push_back(wire_bytes);
+        wire_bytes += dsp::wire_section_bytes(w, c.elems, sizeof(T));
+        elems += c.elems;
+      }
+      const std::size_t block_elems = ks.block_elems();
+      Kokkos::View<T*, M> tensor("tensor", block_elems);
+      Kokkos::View<unsigned char*, M> sections("sections", wire_bytes);
+      const Kokkos::DefaultHostExecutionSpace host;
+      // Runs every section's kernel on `exec`: a pack of `t` into `s`, or an unpack of `s` into `t`.
+      auto convert = [&](const auto& exec, bool to_wire, T* t, unsigned char* s) {
+        for (std::size_t c = 0; c < chunks.size(); ++c) {
+          if (to_wire) dsp::detail::wire_pack(exec, w, kind, s + at[c], t, chunks[c].runs, chunks[c].elems);
+          else dsp::detail::wire_unpack(exec, w, kind, t, chunks[c].runs, s + at[c], chunks[c].elems);
+        }
+      };
+      // The input: the block's values (pack), or the sections they make (unpack).
+      std::vector<T> values(block_elems);
+      host_parallel(block_elems, [&](std::size_t b, std::size_t e) {
+        for (std::size_t k = b; k < e; ++k) values[k] = value_at<T>(k);
+        return 0LL;
+      });
+      std::vector<unsigned char> wired(wire_bytes);
+      if (pack) {
+        upload(tensor, Kokkos::View<const T*, Kokkos::HostSpace>(values.data(), block_elems));
+      } else {
+        convert(host, true, values.data(), wired.data());
+        host.fence();
+        upload(sections, Kokkos::View<const unsigned char*, Kokkos::HostSpace>(wired.data(), wire_bytes));
+      }
+      Kokkos::fence();
+      const auto exec = dsp::detail::execution_space_for<M>(comm_);
+      const double t = timed([&] {
+        convert(exec, pack, tensor.data(), sections.data());
+        exec.fence();
+      });
+      long long wrong = -1;
+      if (o_.check) {
+        wrong = 0;
+        if (pack) {
+          std::vector<unsigned char> ref(wire_bytes);
+          convert(host, true, values.data(), ref.data());
+          host.fence();
+          const auto got = host_copy(sections);
+          const std::size_t width = w == dsp::Wire::fp8_e4m3 ? 1 : w == dsp::Wire::fp32 ? 4 : 2;
+          for (std::size_t c = 0; c < chunks.size(); ++c) {  // scales and elements; the padding is nobody's
+            const unsigned char *a = got.data() + at[c], *b = ref.data() + at[c];
+            std::size_t head = 0;
+            if (w == dsp::Wire::fp8_e4m3) {
+              const std::size_t nb = (chunks[c].elems + dsp::kFp8Block - 1) / dsp::kFp8Block;
+              for (std::size_t k = 0; k < nb; ++k) wrong += std::memcmp(a + 4 * k, b + 4 * k, 4) != 0;
+              head = 4 * nb;
+            }
+            wrong += host_parallel(chunks[c].elems, [&](std::size_t e0, std::size_t e1) {
+              long long bad = 0;
+              for (std::size_t e = e0; e < e1; ++e)
+                bad += std::memcmp(a + head + width * e, b + head + width * e, width) != 0;
+              return bad;
+            });
+          }
+        } else {
+          std::vector<T> ref(block_elems);  // zeros, as the tensor: the own chunk's part stays so in both
+          convert(host, false, ref.data(), wired.data());
+          host.fence();
+          const auto got = host_copy(tensor);
+          wrong = host_parallel(block_elems, [&](std::size_t k0, std::size_t k1) {
+            long long bad = 0;
+            for (std::size_t k = k0; k < k1; ++k) bad += std::memcmp(&got(k), &ref[k], sizeof(T)) != 0;
+            return bad;
+          });
+        }
+        wrong = sum_wrong(wrong);
+      }
+      const std::size_t traffic = elems * sizeof(T) + wire_bytes;
+      return finish(traffic, elems, t, wrong, ks.global);
+    }
   }
 
   template <class T>
@@ -675,35 +1075,48 @@ class Runner {
     X x(comm_, g);
     Y y(comm_, g);
     fill(x);
-    if constexpr (std::is_same_v<T, float>) {
-      if (o_.batch != 1 || o_.wire != "exact") return switch_batch_or_wire<I, J>(x, y, g);
+    if (o_.batch != 1 || o_.wire != "exact") return switch_batch_or_wire<I, J>(x, y, g);
+    double t = 0;
+    {
+      const AgreementScope agreement(o_);
+      t = timed([&] { dsp::dynamic_switch<J>(x, y); }, [&] { poison(y.local()); });
     }
-    dsp::set_agreement_checks(o_.agreement);
-    const double t = timed([&] { dsp::dynamic_switch<J>(x, y); });
-    dsp::set_agreement_checks(true);
     long long wrong = -1;
-    if (o_.check) wrong = sum_wrong(count_wrong(y));
+    if (o_.check) wrong = sum_wrong(count_wrong(y, dsp::Wire::exact, I));
     return finish(x.local_size() * sizeof(T), x.local_size(), t, wrong, g);
   }
 
-  // --batch 3 and --wire bf16 (float tensors): Q, K, V in one batch, the same
-  // input three times (inputs are read only), each into its own output.
+  // --batch 3 and --wire W: Q, K, V in one batch, the same input three times
+  // (inputs are read only), each into its own output; or one tensor on a
+  // wire (any type the wire carries: parse refuses the others).
   template <std::size_t I, std::size_t J, class X, class Y>
   Row switch_batch_or_wire(const X& x, Y& y, const std::array<std::size_t, 3>& g) {
-    const dsp::Wire wire = o_.wire == "bf16" ? dsp::Wire::bf16 : dsp::Wire::exact;
+    using T = typename X::value_type;
+    const dsp::Wire wire = wire_of(o_.wire);
     const bool three = o_.batch == 3;
     Y y2 = three ? Y(comm_, g) : y, y3 = three ? Y(comm_, g) : y;  // two more outputs only for a batch
-    dsp::set_agreement_checks(o_.agreement);
-    const double t = three ? timed([&] { dsp::dynamic_switch<J>(dsp::batch(x, x, x), dsp::batch(y, y2, y3), wire); })
-                           : timed([&] { dsp::dynamic_switch<J>(x, y, wire); });
-    dsp::set_agreement_checks(true);
+    auto one = [&] {
+      if constexpr (dsp::elem_kind_v<T> != dsp::ElemKind::other) dsp::dynamic_switch<J>(x, y, wire);
+      else dsp::dynamic_switch<J>(x, y);  // exact: no wire carries T
+    };
+    double t = 0;
+    {
+      const AgreementScope agreement(o_);
+      t = three ? timed([&] { dsp::dynamic_switch<J>(dsp::batch(x, x, x), dsp::batch(y, y2, y3), wire); },
+                        [&] {
+        poison(y.local());
+        poison(y2.local());
+        poison(y3.local());
+      })
+                : timed(one, [&] { poison(y.local()); });
+    }
     long long wrong = -1;
     if (o_.check) {
-      wrong = count_wrong(y, wire);
-      if (three) wrong += count_wrong(y2, wire) + count_wrong(y3, wire);
+      wrong = count_wrong(y, wire, I);
+      if (three) wrong += count_wrong(y2, wire, I) + count_wrong(y3, wire, I);
       wrong = sum_wrong(wrong);
     }
-    Row r = finish(x.local_size() * sizeof(float), x.local_size(), t, wrong, g);
+    Row r = finish(x.local_size() * sizeof(T), x.local_size(), t, wrong, g);
     r.algbw *= o_.batch;  // the size column is per tensor; algbw and busbw count all of them
     r.busbw *= o_.batch;
     return r;
@@ -720,15 +1133,50 @@ class Runner {
     dsp::fill(z, [&](const auto& g) { return reference(z, g); });
     Kokkos::fence();
   }
+  // The elements of z, the output of a switch from Sharded<i>, that differ
+  // from the reference: exactly, or on a wire by more than its bound
+  // (wire.hpp). For fp8 the bound needs the largest |x| of each element's
+  // block of kFp8Block: the blocks are consecutive elements of the chunk the
+  // element came in (row-major in the box that its sender p sent this
+  // rank), so a first pass finds every block's largest value.
   template <class Z>
-  long long count_wrong(const Z& z, dsp::Wire wire = dsp::Wire::exact) const {
+  long long count_wrong(const Z& z, dsp::Wire wire, std::size_t i) const {
     sync_();
+    using T = typename Z::value_type;
     if (wire == dsp::Wire::exact)
       return static_cast<long long>(dsp::count_mismatches(z, [&](const auto& g) { return reference(z, g); }));
-    long long w = 0;  // bf16: |x' - x| <= 2^-8 |x| (every reference value is a normal float)
-    dsp::for_each(z, [&](const auto& g, const auto& v) {
-      const double ref = double(reference(z, g));
-      w += !(std::fabs(double(v) - ref) <= std::ldexp(std::fabs(ref), -8));
+    constexpr std::size_t j = Z::layout_type::dim;
+    const auto& e = z.global_extents();
+    const dsp::Partition pi{e[i], std::size_t(n_)}, pj{e[j], std::size_t(n_)};
+    const std::size_t q = std::size_t(p_);
+    // Sender p of element g and the element's index in p's chunk.
+    auto chunk_at = [&](const auto& g) {
+      const std::size_t p = pi.owner(g[i]);
+      std::array<std::size_t, 3> box{e[0], e[1], e[2]}, l{g[0], g[1], g[2]};
+      box[i] = pi.count(p), l[i] -= pi.offset(p);
+      box[j] = pj.count(q), l[j] -= pj.offset(q);
+      return std::pair{p, (l[0] * box[1] + l[1]) * box[2] + l[2]};
+    };
+    const bool fp8 = wire == dsp::Wire::fp8_e4m3;
+    std::vector<std::vector<double>> amax(std::size_t(fp8 ? n_ : 0));  // per sender, per block
+    if (fp8)
+      dsp::for_each(z, [&](const auto& g, const auto&) {
+        const auto [p, k] = chunk_at(g);
+        auto& a = amax[p];
+        if (a.size() <= k / dsp::kFp8Block) a.resize(k / dsp::kFp8Block + 1, 0.0);
+        const double x = std::fabs(double(static_cast<float>(reference(z, g))));
+        if (std::isfinite(x)) a[k / dsp::kFp8Block] = std::max(a[k / dsp::kFp8Block], x);
+      });
+    long long w = 0;
+    const dsp::ElemKind kind = dsp::elem_kind_v<T>;
+    dsp::for_each(z, [&](const auto& g, const T& v) {
+      double a = 0;
+      if (fp8) {
+        const auto [p, k] = chunk_at(g);
+        a = amax[p][k / dsp::kFp8Block];
+      }
+      if constexpr (std::is_same_v<T, double>) w += !within_bound(wire, kind, reference(z, g), a, v);
+      else w += !within_bound(wire, kind, static_cast<float>(reference(z, g)), a, static_cast<float>(v));
     });
     return w;
   }
@@ -750,6 +1198,8 @@ std::vector<Row> run_sizes(Comm& comm, const Options& o, std::function<void()> s
     else if (o.type == "int64") rows.push_back(r.template run<std::int64_t>(b));
     else if (o.type == "int8") rows.push_back(r.template run<std::int8_t>(b));
     else if (o.type == "uint8") rows.push_back(r.template run<std::uint8_t>(b));
+    else if (o.type == "bf16") rows.push_back(r.template run<dsp::bfloat16>(b));
+    else if (o.type == "fp16") rows.push_back(r.template run<dsp::float16>(b));
     else throw std::runtime_error("dsp-bench: unknown datatype " + o.type);
   }
   return rows;
@@ -769,18 +1219,26 @@ void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& ro
            std::size_t k, std::size_t nops) {
   const std::string what =
       o.op == "switch" ? "switch " + std::to_string(o.dim_from) + "->" + std::to_string(o.dim_to) : o.op;
+  // -a first_call, or DSP_AGREEMENT_MODE=first_call in the environment.
+  const bool first_call = o.agreement && (o.first_call || dsp::agreement_mode() == dsp::AgreementMode::first_call);
   if (o.format == "csv") {
+    // agreement: 1, 0, or first_call (the column's values before first_call existed are unchanged)
     if (k == 0) os << "op,ranks,backend,agreement,size,count,type,time_us,algbw,busbw,wrong,shape\n";
     for (const Row& r : rows)
-      os << what << ',' << n << ',' << o.backend << ',' << o.agreement << ',' << r.bytes << ',' << r.count << ','
-         << o.type << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw << ',' << r.wrong << ',' << shape_text(r)
-         << '\n';
+      os << what << ',' << n << ',' << o.backend << ','
+         << (first_call    ? "first_call"
+             : o.agreement ? "1"
+                           : "0")
+         << ',' << r.bytes << ',' << r.count << ',' << o.type << ',' << r.time_us << ',' << r.algbw << ',' << r.busbw
+         << ',' << r.wrong << ',' << shape_text(r) << '\n';
     return;
   }
   if (o.format == "json") {
     if (nops > 1) os << (k == 0 ? "[" : ",\n");
     os << "{\"op\": \"" << what << "\", \"ranks\": " << n << ", \"backend\": \"" << o.backend
-       << "\", \"agreement\": " << (o.agreement ? "true" : "false") << ", \"rows\": [";
+       << "\", \"agreement\": " << (o.agreement ? "true" : "false") << ", \"agreement_mode\": \""
+       << (first_call ? "first_call" : "every_call") << "\", \"wire\": \"" << o.wire << "\", \"batch\": " << o.batch
+       << ", \"graph\": " << (o.graph ? "true" : "false") << ", \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       os << (i ? ",\n  " : "\n  ") << "{\"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
@@ -796,12 +1254,27 @@ void print(std::ostream& os, const Options& o, int n, const std::vector<Row>& ro
   }
   char line[256];
   if (k > 0) os << "\n";
-  os << "# dsp-bench: " << what << ", " << n << " ranks, backend " << o.backend << ", agreement check "
-     << (o.agreement ? "on" : "off") << ", " << o.iters << " iters, " << o.warmup << " warmup, check "
-     << (o.check ? "on" : "off (#wrong -1)") << "\n";
-  if (k == 0 && !about.empty()) os << about;
   const bool kernel = o.op == "pack" || o.op == "unpack";
-  if (kernel)
+  const bool wired = o.wire != "exact" && (kernel || o.op == "switch");
+  os << "# dsp-bench: " << what << ", " << n << " ranks, backend " << o.backend << ", agreement check "
+     << (first_call    ? "on (first_call)"
+         : o.agreement ? "on"
+                       : "off")
+     << ", " << o.iters << " iters, " << o.warmup << " warmup, check " << (o.check ? "on" : "off (#wrong -1)") << "\n";
+  if (k == 0 && !about.empty()) os << about;
+  if (o.op == "switch" && (wired || o.batch != 1))
+    os << "# switch" << (o.batch != 1 ? " of a batch of " + std::to_string(o.batch) + " tensors" : std::string())
+       << (wired ? " on wire " + o.wire + " (checked within wire.hpp's bound)" : std::string())
+       << (o.batch != 1 ? "; size and count per tensor, algbw and busbw over all of them" : "") << "\n";
+  if (o.graph)
+    os << "# CUDA graph: the call captured once after the warm-up; time per replay (cudaGraphLaunch, stream "
+          "synchronization)\n";
+  if (kernel && wired)
+    os << "# the " << o.wire << " wire " << o.op << " kernel alone (dsp::detail::wire_" << o.op
+       << "), rank 0's part of a switch on that wire among " << (o.peers > 0 ? o.peers : n)
+       << " ranks; size: the bytes it reads plus the bytes it writes (elements and wire sections): "
+          "compare algbw with 2 x memcpy's\n";
+  else if (kernel)
     os << "# the " << o.op << " kernel alone, rank 0's part of an alltoallv switch among "
        << (o.peers > 0 ? o.peers : n) << " ranks; size: the elements it copies\n";
   if (!rows.empty() && rows.front().shape[0] != 0)
@@ -892,7 +1365,8 @@ std::string nccl_about(const dsp::NcclCommunicator& c, int device) {
   s << "# backend nccl: NCCL " << NCCL_MAJOR << '.' << NCCL_MINOR << '.' << NCCL_PATCH << " (loaded: " << v
     << "), all-to-all by " << (c.uses_nccl_alltoall() ? "ncclAlltoAll" : "grouped ncclSend/ncclRecv")
     << "; rank 0 on GPU " << device << ": " << prop.name << "; CUDA driver " << driver / 1000 << '.'
-    << driver % 1000 / 10 << ", runtime " << runtime / 1000 << '.' << runtime % 1000 / 10 << "\n";
+    << driver % 1000 / 10 << ", runtime " << runtime / 1000 << '.' << runtime % 1000 / 10
+    << "; device kernels: " << dsp::to_string(dsp::device_kernels()) << " (DSP_DEVICE_KERNELS)\n";
   return s.str();
 }
 #endif

@@ -39,6 +39,9 @@
 #                       them when Google Benchmark and single-precision FFTW-MPI
 #                       are found
 #   DSP_CUDA_NO_TEST=1  build only, do not run ctest
+#   DSP_CUDA_TARGETS    build only these targets (a list of words, e.g. the four
+#                       scripts/gpu-checks.sh runs: "test_nccl dsp_serial_tests
+#                       dsp_mpi_tests dsp-bench"); implies DSP_CUDA_NO_TEST=1
 #   CTEST_ARGS          extra arguments for ctest
 #   JOBS                parallel build jobs (default: nproc)
 #   CUDA_ROOT           the CUDA toolkit, when nvcc is not on PATH
@@ -99,6 +102,7 @@ host_cxx_version="$("$host_cxx" --version | head -n 1)"
 read -ra extra_kokkos <<< "${KOKKOS_CMAKE_ARGS:-}"
 read -ra extra_dsp <<< "${CMAKE_ARGS:-}"
 read -ra extra_ctest <<< "${CTEST_ARGS:-}"
+read -ra targets <<< "${DSP_CUDA_TARGETS:-}"
 
 if [ -z "${KOKKOS_SRC:-}" ]; then
   say "KOKKOS_SRC not set: using the CUDA-enabled Kokkos installed in $prefix as it is; nvcc $nvcc_version"
@@ -201,8 +205,14 @@ cmake -S "$repo" -B "$build" \
   -DDSP_BUILD_BENCHMARKS="$bench_flag" \
   "${werror[@]}" \
   "${extra_dsp[@]}"
-say "building dsp"
 start=$SECONDS
+if [ ${#targets[@]} -gt 0 ]; then
+  say "building dsp's targets ${targets[*]}"
+  cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+  say "built in $((SECONDS - start)) s in $build; DSP_CUDA_TARGETS: not running the tests"
+  exit 0
+fi
+say "building dsp"
 cmake --build "$build" -j"$jobs"
 say "dsp built in $((SECONDS - start)) s"
 
