@@ -417,6 +417,18 @@ void add_batch(std::size_t per_rank) {
     run();  // the first call: checked in full
     return run;
   });
+  add(group, "dsp_batch_first_call_sections", bytes, [=] {  // the same, chunks as eager point-to-point messages
+    auto t = tensors();
+    auto run = [t] {
+      dsp::set_agreement_mode(dsp::AgreementMode::first_call);
+      dsp::set_switch_algorithm(dsp::SwitchAlgorithm::pairwise);
+      dsp::dynamic_switch<1>(dsp::batch(t->q, t->k, t->v), dsp::batch(t->q2, t->k2, t->v2));
+      dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+      dsp::set_agreement_mode(dsp::AgreementMode::every_call);
+    };
+    run();
+    return run;
+  });
   add(group, "three_MPI_Alltoall", bytes, [=] {  // the raw floor: the same bytes, no layout work
     const std::size_t local = X(comm(), ext).local_size();
     auto in = std::make_shared<std::vector<float>>(3 * local, 1.f),

@@ -788,15 +788,19 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
       plans.push_back(plan_packed(PackedArgs{items[p], g, i, j, w}, int(p), int(n), Capabilities{},
                                   dsp::SwitchAlgorithm::automatic));
     }
-    // Counts match pairwise, tile the buffers, and stay under the bound.
+    // Counts match pairwise, tile the buffers (an equal-count plan: one slot of
+    // equal_chunk bytes per peer, the own one unused), and stay under the bound.
     for (std::size_t p = 0; p < n && i != j; ++p) {
       const PackedPlan& P = plans[p];
-      ENSURE(!P.separate());  // no point-to-point or typed capability offered
+      ENSURE(!P.separate());                          // no point-to-point or typed capability offered
+      ENSURE(P.equal_chunk == plans[0].equal_chunk);  // every rank takes the same exchange
+      const std::size_t c = P.equal_chunk;
       std::size_t at_s = 0, at_r = 0;
       for (std::size_t q = 0; q < n; ++q) {
         ENSURE(P.send_counts[q] == plans[q].recv_counts[p]);
         ENSURE(P.send_displs[q] == at_s && P.recv_displs[q] == at_r);
-        at_s += P.send_counts[q], at_r += P.recv_counts[q];
+        if (c) ENSURE(q == p || (P.send_counts[q] == c && P.recv_counts[q] == c));
+        at_s += c ? c : P.send_counts[q], at_r += c ? c : P.recv_counts[q];
         ENSURE(P.send_counts[q] <= P.bound && P.send_displs[q] <= P.bound && P.recv_displs[q] <= P.bound);
         ENSURE(P.bound == plans[0].bound);
       }

@@ -217,8 +217,9 @@ TEST_CASE("small tensors of one element type: packed chunks point-to-point, unle
     fill(q), fill(k), fill(v);
     const auto model =
         dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<2>>(g, 12, std::size_t(n), std::size_t(comm.rank()));
-    for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoallv}) {
-      CAPTURE(int(setting));
+    for (const auto setting :
+         {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoallv, dsp::SwitchAlgorithm::alltoall}) {
+      CAPTURE(int(setting));  // alltoall: one equal-count all-to-all where both dims divide (else all-to-all-v)
       // Automatic: only where each tensor's own switch would copy (else each moves on its own).
       const dsp::detail::PackedItem items[3] = {{nullptr, nullptr, 4}, {nullptr, nullptr, 4}, {nullptr, nullptr, 4}};
       const bool packed = !dsp::detail::packed_separately(dsp::detail::PackedArgs{items, g, 0, 2, dsp::Wire::exact}, n,
@@ -231,9 +232,10 @@ TEST_CASE("small tensors of one element type: packed chunks point-to-point, unle
       CHECK(counts.control <= 1);
       CHECK(counts.bytes_sent == model.bytes);
       if (n > 1 && packed && dsp::detail::product(g) > 0) {
+        const bool p2p = setting == dsp::SwitchAlgorithm::automatic;
         CHECK(counts.collectives() == 1);
-        CHECK(counts.exchange == (setting == dsp::SwitchAlgorithm::automatic ? 1u : 0u));
-        CHECK(counts.all_to_all == (setting == dsp::SwitchAlgorithm::automatic ? 0u : 1u));
+        CHECK(counts.exchange == (p2p ? 1u : 0u));
+        CHECK(counts.all_to_all == (p2p ? 0u : 1u));
       }
     }
   }

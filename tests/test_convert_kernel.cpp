@@ -82,14 +82,14 @@ TEST_CASE("wire kernels: the element schedule writes the bytes of the block sche
           const std::size_t sec_bytes = dsp::wire_section_bytes(w, n, elem_bytes(k));
           // pack
           std::vector<unsigned char> a(sec_bytes + 8, 0xab), b(sec_bytes + 8, 0xab);
-          dsp::detail::wire_pack(exec, w, k, a.data(), src.data(), runs, n, false);
-          dsp::detail::wire_pack(exec, w, k, b.data(), src.data(), runs, n, true);
+          dsp::detail::wire_pack<false>(exec, w, k, a.data(), src.data(), runs, n);
+          dsp::detail::wire_pack<true>(exec, w, k, b.data(), src.data(), runs, n);
           exec.fence();
           CHECK(a == b);
           // unpack (of that section) into a buffer whose other bytes must stay
           std::vector<unsigned char> ua(ext * elem_bytes(k), 0x5a), ub(ua);
-          dsp::detail::wire_unpack(exec, w, k, ua.data(), runs, a.data(), n, false);
-          dsp::detail::wire_unpack(exec, w, k, ub.data(), runs, a.data(), n, true);
+          dsp::detail::wire_unpack<false>(exec, w, k, ua.data(), runs, a.data(), n);
+          dsp::detail::wire_unpack<true>(exec, w, k, ub.data(), runs, a.data(), n);
           exec.fence();
           CHECK(ua == ub);
           // the own block: one run pattern to another
@@ -97,13 +97,13 @@ TEST_CASE("wire kernels: the element schedule writes the bytes of the block sche
           const Runs other = pattern(n, !contiguous, 1 + rng() % 40, ext2);
           std::vector<unsigned char> ra(ext2 * elem_bytes(k), 0x33), rb(ra);
           const dsp::CopyTask t{other, runs, n};
-          dsp::detail::wire_round(exec, w, k, ra.data(), src.data(), t, false);
-          dsp::detail::wire_round(exec, w, k, rb.data(), src.data(), t, true);
+          dsp::detail::wire_round<false>(exec, w, k, ra.data(), src.data(), t);
+          dsp::detail::wire_round<true>(exec, w, k, rb.data(), src.data(), t);
           exec.fence();
           CHECK(ra == rb);
           // what a peer receives equals the own block's rounding (unpack of the pack vs round)
           std::vector<unsigned char> rc(ext2 * elem_bytes(k), 0x33);
-          dsp::detail::wire_unpack(exec, w, k, rc.data(), other, a.data(), n, false);
+          dsp::detail::wire_unpack<false>(exec, w, k, rc.data(), other, a.data(), n);
           exec.fence();
           CHECK(rc == ra);
         }

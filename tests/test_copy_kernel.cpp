@@ -132,7 +132,7 @@ std::size_t compare_paths(std::mt19937_64& rng, std::size_t eb, std::span<const 
     std::size_t first = 0;
     while (a[first] == c[first]) ++first;
     FAIL("the tuned device path differs from the host path at byte "
-         << first << " (element size " << eb << ", word " << dsp::detail::tuned_word_bytes(c, src, eb, tasks) << ", "
+         << first << " (element size " << eb << ", word " << dsp::detail::copy_word_bytes(c, src, eb, tasks, 16) << ", "
          << tasks.size() << " tasks)");
   }
   const std::size_t w = dsp::detail::copy_word_bytes(b, src, eb, tasks);
@@ -278,7 +278,7 @@ TEST_CASE("copy_runs_tuned: long pieces, 16-byte words, segments, and the copy e
       tasks.push_back(t);
     }
     sixteen += compare_paths(rng, eb, tasks, dst_elems, src_elems, 0, 0) == 8 &&
-               dsp::detail::tuned_word_bytes(nullptr, nullptr, eb, tasks) == 16;
+               dsp::detail::copy_word_bytes(nullptr, nullptr, eb, tasks, 16) == 16;
   }
   CHECK(sixteen > 0);
 }

@@ -238,7 +238,9 @@ TEST_CASE("hdf5: ranks that disagree raise MismatchError on every rank, naming t
   dsp::fill(z, [](const auto&) { return 3.0; });
   CHECK(kind_of([&] { dsp::hdf5::save(z, file, "u"); }, why) == 'M');
   CHECK(why.find("global extents disagree: rank 0 [7, 5, 6], rank 1 [7, 5, 7]") != std::string::npos);
+  CHECK(why.find("; nothing was written") != std::string::npos);
   CHECK(kind_of([&] { dsp::hdf5::load(file, "u", z); }, why) == 'M');
+  CHECK(why.find("; nothing was read and y is unchanged") != std::string::npos);
   // Another element type on one rank.
   dsp::DistTensor<float, 3, Sharded<0>, Comm> xf{world(), e};
   dsp::fill(xf, [](const E3&) { return 2.0f; });

@@ -225,8 +225,8 @@ namespace detail {
 
 /// Starts `plan` on tensors xs into ys (tuples of references) and returns the
 /// handle. `Dim`: the plan's block dim.
-template <std::size_t Dim, class Xs, class Ys, std::size_t K>
-auto start_handle(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
+template <std::size_t Dim, class Xs, class Ys, class W, std::size_t K>
+auto start_handle(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const MeshPlan<K>& plan,
                   const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
                   const long* dst_codes = nullptr) {
   auto flight = start(op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes);
@@ -283,7 +283,7 @@ template <std::size_t D, class X, class Y>
     constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
     static constexpr MeshPlan<1> plan = detail::switch_plan(i, D);
     return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
-                                                         Wire::exact, plan, std::array<long, 1>{long(i)}, loc);
+                                                         detail::NoWire{}, plan, std::array<long, 1>{long(i)}, loc);
   } else {
     return detail::Invalid{};
   }
@@ -297,7 +297,7 @@ template <class X, class Y>
     constexpr std::size_t d = detail::tensor_t<X>::layout_type::dim;
     static constexpr MeshPlan<1> plan = detail::gather_plan(d);
     return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_gather, -1, std::tie(x), std::tie(y),
-                                                         Wire::exact, plan, std::array<long, 1>{long(d)}, loc);
+                                                         detail::NoWire{}, plan, std::array<long, 1>{long(d)}, loc);
   } else {
     return detail::Invalid{};
   }
@@ -347,8 +347,8 @@ constexpr bool start_wire_ok() {
     return wire_ok_for<XA>() && wire_redistribute_ok<To, XA>();
   }
 }
-template <class To, class XA, class YA>
-auto start_redistribute_impl(const XA& xa, YA& ya, Wire wire, const std::source_location& loc) {
+template <class To, class XA, class YA, class W>
+auto start_redistribute_impl(const XA& xa, YA& ya, W wire, const std::source_location& loc) {
   auto xs = tie_of(const_cast<XA&>(xa));
   auto ys = tie_of(ya);
   using X0 = tensor_t<std::tuple_element_t<0, decltype(xs)>>;
@@ -368,7 +368,7 @@ auto start_redistribute_impl(const XA& xa, YA& ya, Wire wire, const std::source_
 template <class To, class XA, class YA>
 [[nodiscard]] auto start_redistribute(const XA& x, YA&& y, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::start_redistribute_ok<To, XA, std::remove_reference_t<YA>>())
-    return detail::start_redistribute_impl<To>(x, y, Wire::exact, loc);
+    return detail::start_redistribute_impl<To>(x, y, detail::NoWire{}, loc);
   else return detail::Invalid{};
 }
 /// As above, the elements of every switch and gather step on the wire as

@@ -12,6 +12,9 @@
 #include <dsp/engine/workspace.hpp>
 #include <dsp/group.hpp>
 #include <dsp/half.hpp>
+#if DSP_ENGINE_DEFINITIONS
+#include <dsp/kernels/convert.hpp>
+#endif
 #include <dsp/layout.hpp>
 #include <dsp/plan/redistribute.hpp>
 #include <dsp/tensor.hpp>
@@ -189,8 +192,27 @@ constexpr bool wire_ok_for() {
   return elem_kind_v<typename tensor_t<X>::value_type> != ElemKind::other;
 }
 
+/// A call with no wire parameter (a plain switch, gather, redistribute): its
+/// tensors travel exact, and this file compiles no wire kernels for them.
+struct NoWire {};
+constexpr Wire wire_value(Wire w) { return w; }
+constexpr Wire wire_value(NoWire) { return Wire::exact; }
+
+/// The wire kernels of T on Exec (nullptr where no wire carries T): compiled
+/// here, for the types this file moves; with DSP_COMPILED on the host, the
+/// library's.
+template <class T, class Exec>
+const void* wire_kernels_of() {
+  if constexpr (elem_kind_v<T> == ElemKind::other) return nullptr;
+#if DSP_ENGINE_DEFINITIONS
+  else return wire_kernels_for<T, Exec>();
+#else
+  else return host_wire_kernels(elem_kind_v<T>);
+#endif
+}
+
 /// Fills the facts of tensor pair (x, y) of a call.
-template <class X, class Y, class X0>
+template <bool Wired, class X, class Y, class X0>
 void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   using T = typename X::value_type;
   t.in = x.unchecked_local().data();
@@ -203,20 +225,21 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   t.out_same_group = same_group(x.communicator(), y.communicator());
   t.same_group_as_first = same_group(x.communicator(), x0.communicator());
   t.kind = elem_kind_v<T>;
+  if constexpr (Wired) t.wire = wire_kernels_of<T, typename X::memory_space::execution_space>();
   const auto shape = group_traits<typename X::communicator_type>::shape(x.communicator());
   for (std::size_t a = 0; a < shape.size(); ++a) t.mesh_shape[a] = shape[a];
 }
 
 /// The facts of a call on tensors xs into ys (tuples of references) running
 /// `plan`: everything the untyped half (run_call, start_call) needs.
-template <class Xs, class Ys, std::size_t K, std::size_t... I>
+template <class Xs, class Ys, class W, std::size_t K, std::size_t... I>
 void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, Op op, long dst, const Xs& xs, const Ys& ys,
-                Wire wire, const MeshPlan<K>& plan, const std::array<long, K>& from, const std::source_location& loc,
+                W wire, const MeshPlan<K>& plan, const std::array<long, K>& from, const std::source_location& loc,
                 long arg, const long* dst_codes, std::index_sequence<I...>) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using T0 = typename X0::value_type;
   const X0& x0 = std::get<0>(xs);
-  f.op = op, f.dst = dst, f.arg = arg, f.dst_codes = dst_codes, f.wire = wire, f.loc = loc;
+  f.op = op, f.dst = dst, f.arg = arg, f.dst_codes = dst_codes, f.wire = wire_value(wire), f.loc = loc;
   f.n = sizeof...(I);
   f.tensor_rank = X0::rank;
   f.rank = x0.communicator().rank();
@@ -235,7 +258,7 @@ void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, Op op, 
   f.mesh_axes = is_mesh_v<typename X0::communicator_type> ? std::uint32_t(codes.size()) : 0;
   const auto shape = group_traits<typename X0::communicator_type>::shape(x0.communicator());
   for (std::size_t a = 0; a < shape.size(); ++a) f.mesh_shape[a] = shape[a];
-  (tensor_facts(tf[I], std::get<I>(xs), std::get<I>(ys), x0), ...);
+  (tensor_facts<!std::is_same_v<W, NoWire>>(tf[I], std::get<I>(xs), std::get<I>(ys), x0), ...);
   f.t = tf.data();
   constexpr int rt = reduce_type_code<T0>();
   f.rtype = static_cast<ReduceType>(rt < 0 ? 0 : rt);
@@ -245,8 +268,8 @@ void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, Op op, 
 
 /// Runs the operation of `plan` on tensors xs into ys (tuples of
 /// references), blocking. Collective over their group.
-template <class Xs, class Ys, std::size_t K>
-void operate(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
+template <class Xs, class Ys, class W, std::size_t K>
+void operate(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const MeshPlan<K>& plan,
              const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
              const long* dst_codes = nullptr) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
@@ -259,8 +282,8 @@ void operate(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshP
 }
 
 /// Starts the operation of `plan` (split-phase); as operate.
-template <class Xs, class Ys, std::size_t K>
-auto start(Op op, long dst, const Xs& xs, const Ys& ys, Wire wire, const MeshPlan<K>& plan,
+template <class Xs, class Ys, class W, std::size_t K>
+auto start(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const MeshPlan<K>& plan,
            const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
            const long* dst_codes = nullptr) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;

@@ -101,15 +101,15 @@ constexpr MeshPlan<1> gather_plan(std::size_t d) {
   return p;
 }
 
-template <std::size_t D, class X, class Y>
-void switch_into(const X& x, Y& y, Wire wire, const std::source_location& loc) {
+template <std::size_t D, class X, class Y, class W>
+void switch_into(const X& x, Y& y, W wire, const std::source_location& loc) {
   constexpr std::size_t i = tensor_t<X>::layout_type::dim;
   static constexpr MeshPlan<1> plan = switch_plan(i, D);
   operate(Op::dynamic_switch, long(D), std::tie(x), std::tie(y), wire, plan, std::array<long, 1>{long(i)}, loc);
 }
 
-template <class X, class Y>
-void gather_into(const X& x, Y& y, Wire wire, const std::source_location& loc) {
+template <class X, class Y, class W>
+void gather_into(const X& x, Y& y, W wire, const std::source_location& loc) {
   constexpr std::size_t d = tensor_t<X>::layout_type::dim;
   static constexpr MeshPlan<1> plan = gather_plan(d);
   operate(Op::gather, -1, std::tie(x), std::tie(y), wire, plan, std::array<long, 1>{long(d)}, loc);
@@ -129,7 +129,7 @@ auto dynamic_switch(const X& x, std::source_location loc = std::source_location:
   if constexpr (detail::switch_ok<D, X>()) {
     using Y = detail::relayout_t<X, Sharded<D>>;
     Y y = detail::allocate_output<Y>(x, detail::Op::dynamic_switch, long(D), loc);
-    detail::switch_into<D>(x, y, Wire::exact, loc);
+    detail::switch_into<D>(x, y, detail::NoWire{}, loc);
     return y;
   } else {
     return detail::Invalid{};
@@ -141,7 +141,7 @@ auto dynamic_switch(const X& x, std::source_location loc = std::source_location:
 /// allocates nothing. Collective; an invalid `y` on any rank throws on all.
 template <std::size_t D, class X, class Y>
 void dynamic_switch(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::switch_into_ok<D, X, Y>()) detail::switch_into<D>(x, y, Wire::exact, loc);
+  if constexpr (detail::switch_into_ok<D, X, Y>()) detail::switch_into<D>(x, y, detail::NoWire{}, loc);
 }
 
 /// Gathers a `Sharded<i>` tensor so every rank holds all of it: one all-gather.
@@ -151,7 +151,7 @@ auto gather(const X& x, std::source_location loc = std::source_location::current
   if constexpr (detail::gather_ok<X>()) {
     using Y = detail::relayout_t<X, Replicated>;
     Y y = detail::allocate_output<Y>(x, detail::Op::gather, -1, loc);
-    detail::gather_into(x, y, Wire::exact, loc);
+    detail::gather_into(x, y, detail::NoWire{}, loc);
     return y;
   } else {
     return detail::Invalid{};
@@ -161,7 +161,7 @@ auto gather(const X& x, std::source_location loc = std::source_location::current
 /// As above, into an existing Replicated tensor `y`. Collective.
 template <class X, class Y>
 void gather(const X& x, Y& y, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::gather_into_ok<X, Y>()) detail::gather_into(x, y, Wire::exact, loc);
+  if constexpr (detail::gather_into_ok<X, Y>()) detail::gather_into(x, y, detail::NoWire{}, loc);
 }
 
 /// Keeps this rank's block of dim D of a Replicated tensor: a local slice, no

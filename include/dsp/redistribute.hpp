@@ -215,9 +215,8 @@ constexpr std::size_t block_dim(const MeshPlan<K>& plan) {
 
 /// Runs `plan` on tensors xs into ys (tuples of references) as a
 /// redistribution. Collective over their mesh or communicator.
-template <class To, class Xs, class Ys, std::size_t K>
-void redistribute_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc,
-                       const MeshPlan<K>& plan) {
+template <class To, class Xs, class Ys, class W, std::size_t K>
+void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_location& loc, const MeshPlan<K>& plan) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using P = plan_of<X0, To>;
   operate(Op::redistribute, 0, xs, ys, wire, plan, P::from, loc, long(switch_algorithm()), P::to.data());
@@ -271,7 +270,7 @@ auto redistribute(const X& x, std::source_location loc = std::source_location::c
     } else {
       using Y = detail::relayout_t<X, To>;
       Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
-      detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, detail::plan_of<X, To>::plan);
+      detail::redistribute_into<To>(std::tie(x), std::tie(y), detail::NoWire{}, loc, detail::plan_of<X, To>::plan);
       return y;
     }
   } else {
@@ -291,7 +290,7 @@ void redistribute(const X& x, Y& y, std::source_location loc = std::source_locat
         else if constexpr (is_replicated_v<To>) gather(x, y, loc);
         else dynamic_switch<To::dim>(x, y, loc);
       } else {
-        detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, detail::plan_of<X, To>::plan);
+        detail::redistribute_into<To>(std::tie(x), std::tie(y), detail::NoWire{}, loc, detail::plan_of<X, To>::plan);
       }
     }
   }
@@ -374,8 +373,8 @@ struct batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>> {
 }  // namespace detail
 
 namespace detail {
-template <class To, class... X>
-auto batch_redistribute(Batch<X...> xs, Wire wire, const std::source_location& loc) {
+template <class To, class W, class... X>
+auto batch_redistribute(Batch<X...> xs, W wire, const std::source_location& loc) {
   using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
   std::tuple<relayout_t<X, To>...> ys{std::apply(
       [&](const auto&... x) {
@@ -401,7 +400,8 @@ constexpr bool batch_wire_ok() {
 /// unchanged. Collective.
 template <class To, class... X>
 auto redistribute(Batch<X...> xs, std::source_location loc = std::source_location::current()) {
-  if constexpr (detail::batch_redistribute_ok<To, X...>()) return detail::batch_redistribute<To>(xs, Wire::exact, loc);
+  if constexpr (detail::batch_redistribute_ok<To, X...>())
+    return detail::batch_redistribute<To>(xs, detail::NoWire{}, loc);
   else return detail::Invalid{};
 }
 
@@ -420,7 +420,7 @@ template <class To, class... X, class... Y>
 void redistribute(Batch<X...> xs, Batch<Y...> ys, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value) {
     using X0 = detail::tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
-    detail::redistribute_into<To>(xs.tensors, ys.tensors, Wire::exact, loc, detail::plan_of<X0, To>::plan);
+    detail::redistribute_into<To>(xs.tensors, ys.tensors, detail::NoWire{}, loc, detail::plan_of<X0, To>::plan);
   }
 }
 
@@ -521,7 +521,7 @@ auto redistribute_axis(const X& x, std::source_location loc = std::source_locati
     using Pl = detail::plan_of<X, To>;
     constexpr MeshPlan<Pl::axes> one = detail::one_step<A, detail::layout_code<P>()>(Pl::from);
     Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
-    detail::redistribute_into<To>(std::tie(x), std::tie(y), Wire::exact, loc, one);
+    detail::redistribute_into<To>(std::tie(x), std::tie(y), detail::NoWire{}, loc, one);
     return y;
   } else {
     return detail::Invalid{};

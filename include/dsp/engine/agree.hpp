@@ -107,6 +107,13 @@ constexpr bool data_path_op(std::uint32_t op) {
   }
 }
 
+/// What an error before anything moved leaves done, for its message.
+constexpr const char* nothing_done(std::uint32_t op) {
+  if (static_cast<Op>(op) == Op::hdf5_save) return "nothing was written";
+  if (static_cast<Op>(op) == Op::hdf5_load) return "nothing was read and y is unchanged";
+  return "nothing was communicated and the input is unchanged";
+}
+
 /// Why a rank could not take part; the rank that failed knows the details.
 enum class Status : std::uint32_t {
   ok = 0,
@@ -565,7 +572,7 @@ DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_
       throw MismatchError(std::string(op) + ": rank " + std::to_string(r) + " could not take part because " +
                           status_text(o.status) +
                           (in_flight ? "; the input is unchanged, the output is incomplete"
-                                     : "; nothing was communicated and the input is unchanged"));
+                                     : "; " + std::string(nothing_done(mine.op))));
     }
   bool same = true, plans = true;
   for (const Digest& o : all) {
@@ -589,7 +596,7 @@ DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_
   gather(&full, sigs.data(), sizeof(Signature));
   std::string why = describe_disagreement(sigs);
   if (why.empty()) why = "the ranks' calls differ in a field dsp cannot name (their digests differ)";
-  throw MismatchError(std::string(op) + ": " + why + "; nothing was communicated and the input is unchanged");
+  throw MismatchError(std::string(op) + ": " + why + "; " + nothing_done(mine.op));
 }
 
 #endif

@@ -73,6 +73,7 @@ struct TensorFacts {
   bool out_same_group = true;                // the output lives on the input's group
   bool same_group_as_first = true;           // the input lives on tensor 0's group
   ElemKind kind = ElemKind::other;           // which wires carry it
+  const void* wire = nullptr;                // its wire kernels (kernels/convert.hpp WireKernels), or nullptr
   std::array<int, kMaxAxes> mesh_shape{};    // the input's mesh shape (a plain communicator: its size)
 };
 
@@ -167,6 +168,12 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
   return "";
 }
 #endif
+
+/// The wire kernels of element kind `k` on the host memory space's execution
+/// space (a kernels/convert.hpp WireKernels; nullptr for ElemKind::other):
+/// what the typed front end hands the engine with DSP_COMPILED, where the
+/// library holds the kernels of every kind. Defined in kernels/convert.hpp.
+DSP_FUNC const void* host_wire_kernels(ElemKind k);
 
 /// Why the call's wire cannot carry one of its tensors, as text, or "" (cold
 /// text: only on error). `index`: the tensor in a batch, -1 for one tensor.

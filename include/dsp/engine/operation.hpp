@@ -337,6 +337,7 @@ void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scra
     in_off = align_up(in_off, 64), out_off = align_up(out_off, 64);
     out[k].elem_bytes = a.items[k].elem_bytes;
     out[k].kind = a.items[k].kind;
+    out[k].wire = a.items[k].wire;
     out[k].in = t == 0 ? a.items[k].in : static_cast<const void*>(scratch->buf[(t - 1) % 2].data() + in_off);
     out[k].out = t + 1 == op.size ? a.items[k].out : static_cast<void*>(scratch->buf[t % 2].data() + out_off);
     if (t > 0) in_off += op.step(t - 1).out_elems * a.items[k].elem_bytes;
@@ -563,7 +564,7 @@ void execute_identity(const OpGroup<M>& g, const OpArgs& a) {
   const auto exec = g.world->exec();
   const CopyTask t{contiguous(0, n), contiguous(0, n), n};
   for (const PackedItem& it : a.items) {
-    if (a.wire != Wire::exact) wire_round(exec, a.wire, it.kind, it.out, it.in, t);
+    if (a.wire != Wire::exact) wire_kernels<typename M::execution_space>(it).round(exec, a.wire, it.out, it.in, t);
     else copy_runs(exec, it.out, it.in, it.elem_bytes, std::span(&t, 1));
   }
   fence_after(*g.world, exec);
@@ -681,7 +682,8 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
       c.err = wire_error(op_name(s.op), f.rank, f.wire, f.t[k].kind, f.n > 1 ? long(k) : -1);
       s.status = static_cast<std::uint32_t>(Status::bad_argument);
     }
-  for (std::size_t k = 0; k < f.n; ++k) c.items[k] = PackedItem{f.t[k].in, f.t[k].out, f.t[k].elem_bytes, f.t[k].kind};
+  for (std::size_t k = 0; k < f.n; ++k)
+    c.items[k] = PackedItem{f.t[k].in, f.t[k].out, f.t[k].elem_bytes, f.t[k].kind, f.t[k].wire};
   c.args = OpArgs{std::span<const PackedItem>(c.items.data(), f.n),
                   std::span<const std::size_t>(f.t[0].extents, f.tensor_rank),
                   std::span<const MeshStep>(f.steps, f.n_steps),

@@ -51,7 +51,7 @@ std::shared_ptr<const PackedGatherPlan> plan_and_reserve_packed_gather(Port& com
 template <class Exec>
 void packed_own_blocks(const Exec& exec, const PackedPlan& plan, const PackedArgs& a) {
   for (const PackedItem& t : a.items) {
-    if (a.wire != Wire::exact) wire_round(exec, a.wire, t.kind, t.out, t.in, plan.peer.self);
+    if (a.wire != Wire::exact) wire_kernels<Exec>(t).round(exec, a.wire, t.out, t.in, plan.peer.self);
     else copy_runs(exec, t.out, t.in, t.elem_bytes, std::span(&plan.peer.self, 1));
   }
 }
@@ -63,7 +63,7 @@ void packed_pack(const Exec& exec, const PackedPlan& plan, const PackedArgs& a, 
     for (const PeerRuns& s : plan.peer.sends) {
       std::size_t at = plan.send_displs[std::size_t(s.peer)];
       for (const PackedItem& t : a.items) {
-        wire_pack(exec, a.wire, t.kind, sbuf + at, t.in, s.runs, s.elems);
+        wire_kernels<Exec>(t).pack(exec, a.wire, sbuf + at, t.in, s.runs, s.elems);
         at += wire_section_bytes(a.wire, s.elems, t.elem_bytes);
       }
     }
@@ -82,7 +82,7 @@ void packed_unpack_one(const Exec& exec, const PackedPlan& plan, const PackedArg
   if (a.wire != Wire::exact) {
     std::size_t at = plan.recv_displs[std::size_t(rr.peer)];
     for (const PackedItem& t : a.items) {
-      wire_unpack(exec, a.wire, t.kind, t.out, rr.runs, rbuf + at, rr.elems);
+      wire_kernels<Exec>(t).unpack(exec, a.wire, t.out, rr.runs, rbuf + at, rr.elems);
       at += wire_section_bytes(a.wire, rr.elems, t.elem_bytes);
     }
   } else {
@@ -144,7 +144,8 @@ void execute_packed(PortOn<M>& comm, const PackedPlan& plan, const PackedArgs& a
   unsigned char* rbuf = ws ? ws->recv() : nullptr;
   packed_pack(exec, plan, a, sbuf);
   fence_before_transfer(comm, exec);
-  if (plan.sectioned && comm.caps().peer)
+  if (plan.equal_chunk) comm.all_to_all(sbuf, rbuf, plan.equal_chunk, 1);
+  else if (plan.sectioned && comm.caps().peer)
     comm.exchange_runs(sbuf, plan.section_sends, rbuf, plan.section_recvs, 1, [] {});
   else
     comm.all_to_all_v(sbuf, plan.send_counts, plan.send_displs, rbuf, plan.recv_counts, plan.recv_displs, 1,
@@ -166,8 +167,8 @@ void packed_gather_own(const Exec& exec, const PackedGatherPlan& plan, const Pac
   for (std::size_t k = 0; k < a.items.size(); ++k) {
     const PackedItem& t = a.items[k];
     if (a.wire != Wire::exact) {
-      wire_round(exec, a.wire, t.kind, t.out, t.in, own);
-      if (sbuf) wire_pack(exec, a.wire, t.kind, sbuf + at, t.in, contiguous(0, plan.elems[p]), plan.elems[p]);
+      wire_kernels<Exec>(t).round(exec, a.wire, t.out, t.in, own);
+      if (sbuf) wire_kernels<Exec>(t).pack(exec, a.wire, sbuf + at, t.in, contiguous(0, plan.elems[p]), plan.elems[p]);
       at += wire_section_bytes(a.wire, plan.elems[p], t.elem_bytes);
     } else {
       copy_runs(exec, t.out, t.in, t.elem_bytes, std::span(&own, 1));
@@ -185,7 +186,7 @@ void packed_gather_unpack_one(const Exec& exec, const PackedGatherPlan& plan, co
   if (a.wire != Wire::exact) {
     std::size_t at = plan.displs[q];
     for (const PackedItem& t : a.items) {
-      wire_unpack(exec, a.wire, t.kind, t.out, plan.place[q], rbuf + at, plan.elems[q]);
+      wire_kernels<Exec>(t).unpack(exec, a.wire, t.out, plan.place[q], rbuf + at, plan.elems[q]);
       at += wire_section_bytes(a.wire, plan.elems[q], t.elem_bytes);
     }
   } else {

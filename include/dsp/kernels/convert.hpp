@@ -233,15 +233,6 @@ Kokkos::TeamPolicy<Exec> fp8_teams(const Exec& exec, std::size_t blocks) {
   else return Kokkos::TeamPolicy<Exec>(exec, int(blocks), int(kFp8Block));
 }
 
-/// Whether the element schedule runs (a device, DeviceKernels::tuned), or
-/// the block loop.
-template <class Exec>
-bool element_schedule(bool force) {
-  if (force) return true;
-  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) return false;
-  else return device_kernels() == DeviceKernels::tuned;
-}
-
 /// Runs `body(b)` for every block of an n-element chunk on `exec`: inline on
 /// the host for small chunks (a kernel launch would cost more), else one kernel.
 template <class Exec, class Body>
@@ -257,17 +248,10 @@ void for_blocks(const Exec& exec, std::size_t n, const Body& body) {
   Kokkos::parallel_for("dsp::wire", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, nb), body);
 }
 
+/// The element schedule (devices): a thread per element, a team per fp8 block.
 template <ElemKind K, class Exec>
-void wire_pack_as(const Exec& exec, Wire w, unsigned char* sec, const void* src_ptr, Runs runs, std::size_t n,
-                  bool elementwise) {
-  using T = typename ElemOps<K>::T;
-  const T* src = static_cast<const T*>(src_ptr);
-  if (n == 0) return;
-  if (!element_schedule<Exec>(elementwise)) {
-    for_blocks(
-        exec, n, KOKKOS_LAMBDA(std::size_t b) { pack_block<K>(w, sec, n, src, runs, b); });
-    return;
-  }
+void pack_elements(const Exec& exec, Wire w, unsigned char* sec, const typename ElemOps<K>::T* src, Runs runs,
+                   std::size_t n) {
   if (w != Wire::fp8_e4m3) {
     Kokkos::parallel_for(
         "dsp::wire_pack", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, n),
@@ -288,18 +272,9 @@ void wire_pack_as(const Exec& exec, Wire w, unsigned char* sec, const void* src_
         });
       });
 }
-
 template <ElemKind K, class Exec>
-void wire_unpack_as(const Exec& exec, Wire w, void* dst_ptr, Runs runs, const unsigned char* sec, std::size_t n,
-                    bool elementwise) {
-  using T = typename ElemOps<K>::T;
-  T* dst = static_cast<T*>(dst_ptr);
-  if (n == 0) return;
-  if (!element_schedule<Exec>(elementwise)) {
-    for_blocks(
-        exec, n, KOKKOS_LAMBDA(std::size_t b) { unpack_block<K>(w, dst, runs, sec, n, b); });
-    return;
-  }
+void unpack_elements(const Exec& exec, Wire w, typename ElemOps<K>::T* dst, Runs runs, const unsigned char* sec,
+                     std::size_t n) {
   const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
   Kokkos::parallel_for(
       "dsp::wire_unpack", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, n),
@@ -311,21 +286,12 @@ void wire_unpack_as(const Exec& exec, Wire w, void* dst_ptr, Runs runs, const un
         dst[run_index(runs, e)] = ElemOps<K>::store(v);
       });
 }
-
 template <ElemKind K, class Exec>
-void wire_round_as(const Exec& exec, Wire w, void* dst_ptr, const void* src_ptr, const CopyTask& t, bool elementwise) {
-  using T = typename ElemOps<K>::T;
+void round_elements(const Exec& exec, Wire w, typename ElemOps<K>::T* dst, const typename ElemOps<K>::T* src,
+                    const CopyTask& t) {
   using Op = ElemOps<K>;
-  T* dst = static_cast<T*>(dst_ptr);
-  const T* src = static_cast<const T*>(src_ptr);
   const Runs dr = t.dst, sr = t.src;
   const std::size_t n = t.elems;
-  if (n == 0) return;
-  if (!element_schedule<Exec>(elementwise)) {
-    for_blocks(
-        exec, n, KOKKOS_LAMBDA(std::size_t b) { round_block<K>(w, dst, dr, src, sr, n, b); });
-    return;
-  }
   if (w != Wire::fp8_e4m3) {
     Kokkos::parallel_for(
         "dsp::wire_round", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, n),
@@ -349,8 +315,97 @@ void wire_round_as(const Exec& exec, Wire w, void* dst_ptr, const void* src_ptr,
       });
 }
 
-/// Dispatches on the element kind (a wire_carries pair: the front ends and
-/// batch_error make sure of it).
+/// Which schedule a call takes: `Elementwise` forces the element schedule
+/// (tests run it on the host); otherwise hosts run the block loop (the
+/// element schedule is not even compiled for them) and devices the element
+/// schedule under DeviceKernels::tuned.
+template <class Exec, bool Elementwise>
+constexpr bool host_blocks_only() {
+  return !Elementwise && Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+}
+inline bool device_blocks() { return device_kernels() == DeviceKernels::baseline; }
+
+/// Packs n elements of kind K of `src` along `runs` into the wire section at `sec`.
+template <ElemKind K, bool Elementwise = false, class Exec>
+void wire_pack_as(const Exec& exec, Wire w, unsigned char* sec, const void* src_ptr, Runs runs, std::size_t n) {
+  using T = typename ElemOps<K>::T;
+  const T* src = static_cast<const T*>(src_ptr);
+  if (n == 0) return;
+  if constexpr (!host_blocks_only<Exec, Elementwise>())
+    if (Elementwise || !device_blocks()) return pack_elements<K>(exec, w, sec, src, runs, n);
+  for_blocks(
+      exec, n, KOKKOS_LAMBDA(std::size_t b) { pack_block<K>(w, sec, n, src, runs, b); });
+}
+
+/// Unpacks the wire section at `sec` (n elements) into `dst` along `runs`.
+template <ElemKind K, bool Elementwise = false, class Exec>
+void wire_unpack_as(const Exec& exec, Wire w, void* dst_ptr, Runs runs, const unsigned char* sec, std::size_t n) {
+  using T = typename ElemOps<K>::T;
+  T* dst = static_cast<T*>(dst_ptr);
+  if (n == 0) return;
+  if constexpr (!host_blocks_only<Exec, Elementwise>())
+    if (Elementwise || !device_blocks()) return unpack_elements<K>(exec, w, dst, runs, sec, n);
+  for_blocks(
+      exec, n, KOKKOS_LAMBDA(std::size_t b) { unpack_block<K>(w, dst, runs, sec, n, b); });
+}
+
+/// The own block: a copy task through the wire's rounding.
+template <ElemKind K, bool Elementwise = false, class Exec>
+void wire_round_as(const Exec& exec, Wire w, void* dst_ptr, const void* src_ptr, const CopyTask& t) {
+  using T = typename ElemOps<K>::T;
+  T* dst = static_cast<T*>(dst_ptr);
+  const T* src = static_cast<const T*>(src_ptr);
+  if (t.elems == 0) return;
+  if constexpr (!host_blocks_only<Exec, Elementwise>())
+    if (Elementwise || !device_blocks()) return round_elements<K>(exec, w, dst, src, t);
+  const Runs dr = t.dst, sr = t.src;
+  const std::size_t n = t.elems;
+  for_blocks(
+      exec, n, KOKKOS_LAMBDA(std::size_t b) { round_block<K>(w, dst, dr, src, sr, n, b); });
+}
+
+/// The wire kernels of one element kind on one execution space, as the
+/// typed front end hands them to the engine (PackedItem::wire): a file
+/// compiles the kernels of the element types it moves, not all four.
+template <class Exec>
+struct WireKernels {
+  void (*pack)(const Exec&, Wire, unsigned char*, const void*, Runs, std::size_t);
+  void (*unpack)(const Exec&, Wire, void*, Runs, const unsigned char*, std::size_t);
+  void (*round)(const Exec&, Wire, void*, const void*, const CopyTask&);
+};
+template <ElemKind K, class Exec>
+inline constexpr WireKernels<Exec> wire_kernels_v{&wire_pack_as<K, false, Exec>, &wire_unpack_as<K, false, Exec>,
+                                                  &wire_round_as<K, false, Exec>};
+/// The kernels of an element type (nullptr for a type no wire carries).
+template <class T, class Exec>
+constexpr const void* wire_kernels_for() {
+  constexpr ElemKind k = elem_kind_v<T>;
+  if constexpr (k == ElemKind::other) return nullptr;
+  else return &wire_kernels_v<k, Exec>;
+}
+/// The kernels a PackedItem carries (its typed front end's).
+template <class Exec>
+const WireKernels<Exec>& wire_kernels(const PackedItem& t) {
+  return *static_cast<const WireKernels<Exec>*>(t.wire);
+}
+
+#if DSP_FUNC_BODIES
+DSP_FUNC const void* host_wire_kernels(ElemKind k) {
+  using E = Kokkos::HostSpace::execution_space;
+  switch (k) {
+    case ElemKind::f32: return &wire_kernels_v<ElemKind::f32, E>;
+    case ElemKind::f64: return &wire_kernels_v<ElemKind::f64, E>;
+    case ElemKind::bf16: return &wire_kernels_v<ElemKind::bf16, E>;
+    case ElemKind::f16: return &wire_kernels_v<ElemKind::f16, E>;
+    case ElemKind::other: break;
+  }
+  return nullptr;
+}
+#endif
+
+/// By element kind, for tests and tools (the engine goes through
+/// PackedItem::wire): every kind's kernels compiled. `Elementwise`: the
+/// device schedule on any execution space.
 #define DSP_WIRE_DISPATCH(kind, call)                 \
   switch (kind) {                                     \
     case ElemKind::f64: return call(ElemKind::f64);   \
@@ -358,36 +413,25 @@ void wire_round_as(const Exec& exec, Wire w, void* dst_ptr, const void* src_ptr,
     case ElemKind::f16: return call(ElemKind::f16);   \
     default: return call(ElemKind::f32);              \
   }
-
-/// Packs n elements of kind `kind` of `src` along `runs` into the wire
-/// section at `sec`. `elementwise`: the device schedule on any execution
-/// space (tests); otherwise it runs on devices under DeviceKernels::tuned.
-template <class Exec>
-void wire_pack(const Exec& exec, Wire w, ElemKind kind, unsigned char* sec, const void* src, Runs runs, std::size_t n,
-               bool elementwise = false) {
-#define DSP_CALL(K) wire_pack_as<K>(exec, w, sec, src, runs, n, elementwise)
+template <bool Elementwise = false, class Exec>
+void wire_pack(const Exec& exec, Wire w, ElemKind kind, unsigned char* sec, const void* src, Runs runs, std::size_t n) {
+#define DSP_CALL(K) wire_pack_as<K, Elementwise>(exec, w, sec, src, runs, n)
   DSP_WIRE_DISPATCH(kind, DSP_CALL)
 #undef DSP_CALL
 }
-
-/// Unpacks the wire section at `sec` (n elements) into `dst` along `runs`.
-template <class Exec>
-void wire_unpack(const Exec& exec, Wire w, ElemKind kind, void* dst, Runs runs, const unsigned char* sec, std::size_t n,
-                 bool elementwise = false) {
-#define DSP_CALL(K) wire_unpack_as<K>(exec, w, dst, runs, sec, n, elementwise)
+template <bool Elementwise = false, class Exec>
+void wire_unpack(const Exec& exec, Wire w, ElemKind kind, void* dst, Runs runs, const unsigned char* sec,
+                 std::size_t n) {
+#define DSP_CALL(K) wire_unpack_as<K, Elementwise>(exec, w, dst, runs, sec, n)
   DSP_WIRE_DISPATCH(kind, DSP_CALL)
 #undef DSP_CALL
 }
-
-/// The own block: a copy task through the wire's rounding.
-template <class Exec>
-void wire_round(const Exec& exec, Wire w, ElemKind kind, void* dst, const void* src, const CopyTask& t,
-                bool elementwise = false) {
-#define DSP_CALL(K) wire_round_as<K>(exec, w, dst, src, t, elementwise)
+template <bool Elementwise = false, class Exec>
+void wire_round(const Exec& exec, Wire w, ElemKind kind, void* dst, const void* src, const CopyTask& t) {
+#define DSP_CALL(K) wire_round_as<K, Elementwise>(exec, w, dst, src, t)
   DSP_WIRE_DISPATCH(kind, DSP_CALL)
 #undef DSP_CALL
 }
-
 #undef DSP_WIRE_DISPATCH
 
 }  // namespace dsp::detail

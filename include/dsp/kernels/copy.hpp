@@ -91,12 +91,13 @@ KOKKOS_INLINE_FUNCTION FlatIndex flat_index(const std::size_t* prefix, const Fla
                    t.sbase + qs * t.sstride + (q - qs * t.ms.d) * t.piece.d + o};
 }
 
-/// The widest word (8, 4, 2 or 1 bytes) that every byte offset of the call is
-/// a multiple of: both buffers' addresses and, in every non-empty task, both
-/// run bases, the piece and the strides that are used (a task within one run
-/// never steps by its stride). Decided once for the whole call.
+/// The widest word (`widest`, 8, 4, 2 or 1 bytes; widest a power of two up to
+/// 16) that every byte offset of the call is a multiple of: both buffers'
+/// addresses and, in every non-empty task, both run bases, the piece and the
+/// strides that are used (a task within one run never steps by its stride).
+/// Decided once for the whole call.
 inline std::size_t copy_word_bytes(const void* dst, const void* src, std::size_t elem_bytes,
-                                   std::span<const CopyTask> tasks) {
+                                   std::span<const CopyTask> tasks, std::size_t widest = 8) {
   std::size_t a = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
   for (const CopyTask& t : tasks) {
     if (t.elems == 0) continue;
@@ -105,7 +106,9 @@ inline std::size_t copy_word_bytes(const void* dst, const void* src, std::size_t
     if (t.elems > t.src.len) off |= t.src.stride;
     a |= off * elem_bytes;
   }
-  return a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : a % 2 == 0 ? 2 : 1;
+  std::size_t w = widest;
+  while (w > 1 && a % w) w /= 2;
+  return w;
 }
 
 /// A call's table, as the kernel reads it: n + 1 prefix entries, then n
@@ -293,20 +296,6 @@ struct Segment {
   std::size_t task = 0, first = 0, words = 0;
 };
 
-/// The widest word (16, 8, 4, 2 or 1 bytes) for a call (copy_word_bytes, and 16).
-inline std::size_t tuned_word_bytes(const void* dst, const void* src, std::size_t elem_bytes,
-                                    std::span<const CopyTask> tasks) {
-  std::size_t a = reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
-  for (const CopyTask& t : tasks) {
-    if (t.elems == 0) continue;
-    std::size_t off = t.dst.base | t.src.base | (t.dst.len < t.src.len ? t.dst.len : t.src.len);
-    if (t.elems > t.dst.len) off |= t.dst.stride;
-    if (t.elems > t.src.len) off |= t.src.stride;
-    a |= off * elem_bytes;
-  }
-  return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : a % 2 == 0 ? 2 : 1;
-}
-
 /// Whether a task is one contiguous range on both sides.
 constexpr bool one_range(const CopyTask& t) { return t.elems <= t.dst.len && t.elems <= t.src.len; }
 
@@ -412,7 +401,7 @@ void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* 
                      std::span<const CopyTask> tasks) {
   thread_local std::vector<std::size_t> table;
   thread_local std::vector<const CopyTask*> engine;
-  const std::size_t word = tuned_word_bytes(dst, src, elem_bytes, tasks);
+  const std::size_t word = copy_word_bytes(dst, src, elem_bytes, tasks, 16);
   segment_tasks(tasks, elem_bytes, word, table, engine);
   using Bytes = Kokkos::View<unsigned char*, typename Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using CBytes =

@@ -66,6 +66,10 @@ struct PackedPlan {
   std::size_t bound = 0;                               // >= every byte count and displacement on every rank
   std::vector<std::shared_ptr<const SwitchPlan>> own;  // non-empty: each tensor its own (copy-free) plan
   bool separate() const { return !own.empty(); }
+  // > 0: every chunk has this many bytes, at displacement peer * equal_chunk
+  // (the own slot left unused), and a blocking exchange is one equal-count
+  // all-to-all (packed_equal_chunk).
+  std::size_t equal_chunk = 0;
   // The chunks as byte runs for the backend's point-to-point exchange, each
   // cut into messages (packed_message_bytes); in the order of peer.sends and
   // peer.recvs, empty chunks left out (message_of maps a receive of
@@ -89,6 +93,19 @@ inline bool packed_sectioned(const PackedArgs& a, int size, Capabilities caps, S
   for (const PackedItem& t : a.items)
     if (t.elem_bytes != a.items.front().elem_bytes) return false;  // (on a wire too: a mixed batch takes the v path)
   return true;
+}
+
+/// Under the alltoall setting, a packed batch of evenly divided dims goes as
+/// one equal-count all-to-all of its chunks (the own slot unused), not an
+/// all-to-all-v. Automatic keeps the point-to-point sections: measured
+/// (docs/benchmarks.md, "Agreement mode first_call"), three 4 KiB float
+/// tensors at 2 ranks moved in 5.1 us as sections and 5.9 us as one
+/// MPI_Alltoall of 6 KiB messages, which pass Open MPI's 4 KiB eager limit.
+/// Decided from values every rank shares.
+inline bool packed_equal(const PackedArgs& a, int size, SwitchAlgorithm setting) {
+  const std::size_t n = static_cast<std::size_t>(size);
+  return setting == SwitchAlgorithm::alltoall && size > 1 && a.i != a.j && a.global[a.i] % n == 0 &&
+         a.global[a.j] % n == 0;
 }
 
 /// Messages of at most this many bytes go eagerly over Open MPI's shared
@@ -125,7 +142,7 @@ inline bool packed_separately(const PackedArgs& a, int size, Capabilities caps, 
 /// every tensor the same way.
 inline Path packed_path(const PackedArgs& a, const PackedPlan& p) {
   if (a.i == a.j) return Path::identity;
-  if (!p.separate()) return p.sectioned ? Path::sections : Path::alltoallv;
+  if (!p.separate()) return p.equal_chunk ? Path::alltoall : p.sectioned ? Path::sections : Path::alltoallv;
   for (const auto& o : p.own)
     if (o->index() != p.own.front()->index()) return Path::per_tensor;
   return std::holds_alternative<PeerPlan>(*p.own.front()) ? Path::pairwise : Path::datatypes;
@@ -215,13 +232,16 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
   };
   plan.send_counts.assign(n, 0), plan.send_displs.assign(n, 0);
   plan.recv_counts.assign(n, 0), plan.recv_displs.assign(n, 0);
+  // Equal chunks: every peer's slot (the own one too, unused) at peer * chunk.
+  const bool equal = packed_equal(a, size, setting);
+  if (equal) plan.equal_chunk = chunk(product(a.global) / (n * n));
   for (std::size_t q = 0; q < n; ++q) {
-    plan.send_displs[q] = plan.send_bytes;
+    plan.send_displs[q] = equal ? q * plan.equal_chunk : plan.send_bytes;
     plan.send_counts[q] = chunk(plan.send_elems[q]);
-    plan.send_bytes += plan.send_counts[q];
-    plan.recv_displs[q] = plan.recv_bytes;
+    plan.send_bytes = equal ? (q + 1) * plan.equal_chunk : plan.send_bytes + plan.send_counts[q];
+    plan.recv_displs[q] = equal ? q * plan.equal_chunk : plan.recv_bytes;
     plan.recv_counts[q] = chunk(plan.recv_elems[q]);
-    plan.recv_bytes += plan.recv_counts[q];
+    plan.recv_bytes = equal ? (q + 1) * plan.equal_chunk : plan.recv_bytes + plan.recv_counts[q];
   }
   // Rank 0 holds the largest blocks; padding adds at most 8 bytes per section.
   std::vector<std::size_t> in0(a.global.begin(), a.global.end()), out0 = in0;
@@ -236,7 +256,7 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
       t.unpack_unit =
           section_tasks(plan.peer.recvs, plan.recv_displs, a.items, k, a.wire, false, t.unpack, &t.unpack_at);
     }
-  plan.sectioned = packed_sectioned(a, size, caps, setting);
+  plan.sectioned = !equal && packed_sectioned(a, size, caps, setting);
   if (size > 1) {
     chunk_messages(plan.peer.sends, plan.send_counts, plan.send_displs, a.items.size(), plan.section_sends);
     chunk_messages(plan.peer.recvs, plan.recv_counts, plan.recv_displs, a.items.size(), plan.section_recvs,

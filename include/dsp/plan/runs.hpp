@@ -56,12 +56,15 @@ constexpr std::size_t element_at(const Runs& r, std::size_t e) { return r.base +
 inline constexpr std::size_t kMaxBatch = 16;
 
 /// One tensor of an operation: its block, its output's block, its element
-/// size in bytes and kind (which wires convert it; wire.hpp).
+/// size in bytes and kind (which wires convert it; wire.hpp), and the wire
+/// kernels of that kind (a kernels/convert.hpp WireKernels, from the typed
+/// front end; nullptr where no wire carries the type).
 struct PackedItem {
   const void* in = nullptr;
   void* out = nullptr;
   std::size_t elem_bytes = 0;
   ElemKind kind = ElemKind::other;
+  const void* wire = nullptr;
 };
 
 /// The block of a LayoutRight tensor of extents `e` restricted along dim `d`
