@@ -39,15 +39,18 @@
 #include <hdf5.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
 #include <source_location>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace dsp::hdf5 {
@@ -124,10 +127,10 @@ inline std::string type_text(hid_t t) {
   }
 }
 
-template <std::size_t R>
-std::string extents_text(const std::array<std::size_t, R>& e) {
+/// Extents as the messages write them: "[7,5,6]".
+inline std::string extents_text(std::span<const std::size_t> e) {
   std::string t = "[";
-  for (std::size_t d = 0; d < R; ++d) {
+  for (std::size_t d = 0; d < e.size(); ++d) {
     if (d) t += ',';
     t += std::to_string(e[d]);
   }
@@ -308,6 +311,16 @@ void agree_call(Port& port, const X& x, dsp::detail::Op op, const std::string& f
                       nothing);
 }
 
+/// An open dataset's extents, as text, and whether they are `global`.
+inline std::pair<bool, std::string> dataset_extents(hid_t ds, std::span<const std::size_t> global) {
+  Handle space(H5Dget_space(ds), H5Sclose);
+  const int nd = space ? H5Sget_simple_extent_ndims(space.id) : -1;
+  std::vector<hsize_t> dims(nd > 0 ? std::size_t(nd) : 1);
+  if (nd > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
+  const std::vector<std::size_t> have(dims.begin(), dims.begin() + (nd > 0 ? nd : 0));
+  return {std::equal(have.begin(), have.end(), global.begin(), global.end()), extents_text(have)};
+}
+
 /// A filter the dataset needs that this HDF5 lacks, as text ("" when none).
 /// Checked before a collective write or read: a rank whose chunks need it
 /// fails alone there, and the others wait for it inside HDF5.
@@ -481,18 +494,9 @@ void save(const X& x, const std::string& file, const std::string& dataset,
       steps.check(what.empty(), what + "; save under another name");
       ds = detail::Handle(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
       steps.check(bool(ds), "cannot open the existing dataset");
-      detail::Handle type(H5Dget_type(ds.id), H5Tclose), space(H5Dget_space(ds.id), H5Sclose);
-      const int nd = space ? H5Sget_simple_extent_ndims(space.id) : -1;
-      std::vector<hsize_t> dims(nd > 0 ? std::size_t(nd) : 1);
-      if (nd > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
-      std::string have = "[";
-      for (int d = 0; d < nd; ++d) {
-        if (d) have += ',';
-        have += std::to_string(dims[std::size_t(d)]);
-      }
-      bool same_ext = nd == int(R);
-      for (std::size_t d = 0; same_ext && d < R; ++d) same_ext = dims[d] == global[d];
-      steps.check(same_ext, "the dataset exists with extents " + have + "], not the tensor's " +
+      detail::Handle type(H5Dget_type(ds.id), H5Tclose);
+      const auto [same_ext, have] = detail::dataset_extents(ds.id, global);
+      steps.check(same_ext, "the dataset exists with extents " + have + ", not the tensor's " +
                                 detail::extents_text(global) + "; save under another name");
       steps.check(type && H5Tequal(type.id, detail::native_type<T>()) > 0,
                   "the dataset exists with element type " + (type ? detail::type_text(type.id) : "unknown") +
@@ -562,19 +566,10 @@ void load(const std::string& file, const std::string& dataset, Y& y,
     std::size_t total = 1;
     for (std::size_t d = 0; d < R; ++d) total *= global[d];
     {
-      detail::Handle type(H5Dget_type(ds.id), H5Tclose), space(H5Dget_space(ds.id), H5Sclose);
+      detail::Handle type(H5Dget_type(ds.id), H5Tclose);
       const bool same_type = type && H5Tequal(type.id, detail::native_type<T>()) > 0;
-      const int nd = space ? H5Sget_simple_extent_ndims(space.id) : -1;
-      std::vector<hsize_t> dims(nd > 0 ? std::size_t(nd) : 1);
-      if (nd > 0) H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
-      bool same_ext = nd == int(R);
-      for (std::size_t d = 0; same_ext && d < R; ++d) same_ext = dims[d] == global[d];
-      std::string have = "[";
-      for (int d = 0; d < nd; ++d) {
-        if (d) have += ',';
-        have += std::to_string(dims[std::size_t(d)]);
-      }
-      steps.check(same_ext, "the dataset's extents " + have + "] are not the tensor's " + detail::extents_text(global) +
+      const auto [same_ext, have] = detail::dataset_extents(ds.id, global);
+      steps.check(same_ext, "the dataset's extents " + have + " are not the tensor's " + detail::extents_text(global) +
                                 "; y is unchanged");
       steps.check(same_type, "the dataset's element type is " + (type ? detail::type_text(type.id) : "unknown") +
                                  ", not the tensor's " + detail::type_text<T>() +

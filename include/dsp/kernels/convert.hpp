@@ -104,28 +104,6 @@ KOKKOS_INLINE_FUNCTION float round_wire(Wire w, float v) {
   return w == Wire::bf16 ? wire::from_bf16(wire::to_bf16(v)) : wire::from_fp16(wire::to_fp16(v));
 }
 
-/// The largest finite |x| of elements [e0, e1) of `src` along `runs`.
-template <ElemKind K>
-KOKKOS_INLINE_FUNCTION float block_amax(const typename ElemOps<K>::T* src, const Runs& runs, std::size_t e0,
-                                        std::size_t e1) {
-  float amax = 0;
-  if (const std::size_t i0 = contiguous_from(runs, e0, e1); i0 != ~std::size_t(0)) {
-    for (std::size_t e = 0; e < e1 - e0; ++e) {
-      const float x = ElemOps<K>::load(src[i0 + e]);
-      const float a = x < 0 ? -x : x;
-      amax = wire::finite(x) && a > amax ? a : amax;
-    }
-    return amax;
-  }
-  RunCursor c(runs, e0);
-  for (std::size_t e = e0; e < e1; ++e, c.next()) {
-    const float x = ElemOps<K>::load(src[c.index()]);
-    const float a = x < 0 ? -x : x;
-    if (wire::finite(x) && a > amax) amax = a;
-  }
-  return amax;
-}
-
 /// Calls f(e, index) for elements [e0, e1) along `runs`: a plain loop when
 /// they are contiguous (so it vectorizes), else a cursor.
 template <class F>
@@ -136,6 +114,19 @@ KOKKOS_INLINE_FUNCTION void for_elements(const Runs& runs, std::size_t e0, std::
   }
   RunCursor c(runs, e0);
   for (std::size_t e = e0; e < e1; ++e, c.next()) f(e, c.index());
+}
+
+/// The largest finite |x| of elements [e0, e1) of `src` along `runs`.
+template <ElemKind K>
+KOKKOS_INLINE_FUNCTION float block_amax(const typename ElemOps<K>::T* src, const Runs& runs, std::size_t e0,
+                                        std::size_t e1) {
+  float amax = 0;
+  for_elements(runs, e0, e1, [&](std::size_t, std::size_t i) {
+    const float x = ElemOps<K>::load(src[i]);
+    const float a = x < 0 ? -x : x;
+    amax = wire::finite(x) && a > amax ? a : amax;
+  });
+  return amax;
 }
 
 /// Block b of a pack: elements of `src` along `runs` into wire section `sec`
@@ -200,8 +191,9 @@ KOKKOS_INLINE_FUNCTION void round_block(Wire w, typename ElemOps<K>::T* dst, con
 
 // ------------------------------------------------------------ device schedule
 
-/// Element e of a run pattern, with the division by the run length done by
-/// a Divisor-like multiply where the numerator fits (see copy.hpp).
+/// Element e of a run pattern: plan/runs.hpp's element_at, callable on a
+/// device (runs.hpp knows no Kokkos, and nvcc calls a plain constexpr
+/// function from device code only with --expt-relaxed-constexpr).
 KOKKOS_INLINE_FUNCTION std::size_t run_index(const Runs& r, std::size_t e) {
   const std::size_t q = e / r.len;
   return r.base + q * r.stride + (e - q * r.len);

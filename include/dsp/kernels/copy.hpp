@@ -61,16 +61,38 @@ struct Divisor {
   }
 };
 
+struct FlatIndex {
+  std::size_t dst = 0, src = 0;
+};
+
 /// One CopyTask in words: the runs' bases and strides, the piece (the shorter
 /// run), and how many pieces make a run on each side (one side has 1).
 struct FlatTask {
   std::size_t dbase = 0, dstride = 0, sbase = 0, sstride = 0;
   Divisor piece, md, ms;
+  /// Where word l of the task is written and read. The arithmetic is the
+  /// host path's, in words.
+  KOKKOS_INLINE_FUNCTION FlatIndex at(std::size_t l) const {
+    const std::size_t q = piece.div(l), o = l - q * piece.d;  // piece q of the task, word o in it
+    const std::size_t qd = md.div(q), qs = ms.div(q);         // the runs piece q lies in
+    return FlatIndex{dbase + qd * dstride + (q - qd * md.d) * piece.d + o,
+                     sbase + qs * sstride + (q - qs * ms.d) * piece.d + o};
+  }
 };
 
-struct FlatIndex {
-  std::size_t dst = 0, src = 0;
-};
+/// Task `t` (elements of `elem_bytes`) in words of `word` bytes; `small`:
+/// every word index of the call is below 2^32 (Divisor's fast path).
+inline FlatTask flat_task(const CopyTask& t, std::size_t elem_bytes, std::size_t word, bool small) {
+  const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
+  auto words = [&](std::size_t elems) { return elems * elem_bytes / word; };
+  return FlatTask{words(t.dst.base),
+                  words(t.dst.stride),
+                  words(t.src.base),
+                  words(t.src.stride),
+                  Divisor::make(words(piece), small),
+                  Divisor::make(t.dst.len / piece, small),
+                  Divisor::make(t.src.len / piece, small)};
+}
 
 /// Where word `e` of a flattened call is written and read. `prefix` has n + 1
 /// strictly increasing entries from 0: task k covers words [prefix[k],
@@ -83,12 +105,7 @@ KOKKOS_INLINE_FUNCTION FlatIndex flat_index(const std::size_t* prefix, const Fla
     if (prefix[mid] <= e) lo = mid;
     else hi = mid;
   }
-  const FlatTask& t = tasks[lo];
-  const std::size_t l = e - prefix[lo];
-  const std::size_t q = t.piece.div(l), o = l - q * t.piece.d;  // piece q of the task, word o in it
-  const std::size_t qd = t.md.div(q), qs = t.ms.div(q);         // the runs piece q lies in
-  return FlatIndex{t.dbase + qd * t.dstride + (q - qd * t.md.d) * t.piece.d + o,
-                   t.sbase + qs * t.sstride + (q - qs * t.ms.d) * t.piece.d + o};
+  return tasks[lo].at(e - prefix[lo]);
 }
 
 /// The widest word (`widest`, 8, 4, 2 or 1 bytes; widest a power of two up to
@@ -125,16 +142,8 @@ inline std::size_t flatten_tasks(std::span<const CopyTask> tasks, std::size_t el
   std::size_t k = 0;
   for (const CopyTask& t : tasks) {
     if (t.elems == 0) continue;
-    const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
-    auto words = [&](std::size_t elems) { return elems * elem_bytes / word; };
-    const FlatTask f{words(t.dst.base),
-                     words(t.dst.stride),
-                     words(t.src.base),
-                     words(t.src.stride),
-                     Divisor::make(words(piece), small),
-                     Divisor::make(t.dst.len / piece, small),
-                     Divisor::make(t.src.len / piece, small)};
-    table[k + 1] = table[k] + words(t.elems);
+    const FlatTask f = flat_task(t, elem_bytes, word, small);
+    table[k + 1] = table[k] + t.elems * elem_bytes / word;
     std::memcpy(table.data() + n + 1 + k * per, &f, sizeof f);
     ++k;
   }
@@ -306,10 +315,11 @@ inline void segment_tasks(std::span<const CopyTask> tasks, std::size_t elem_byte
   static_assert(sizeof(FlatTask) % sizeof(std::size_t) == 0 && sizeof(Segment) == 3 * sizeof(std::size_t));
   constexpr std::size_t per = sizeof(FlatTask) / sizeof(std::size_t);
   engine.clear();
+  auto to_engine = [&](const CopyTask& t) { return one_range(t) && t.elems * elem_bytes >= kEngineBytes; };
   std::size_t nt = 0, ns = 0, total = 0;
   for (const CopyTask& t : tasks) {
     if (t.elems == 0) continue;
-    if (one_range(t) && t.elems * elem_bytes >= kEngineBytes) {
+    if (to_engine(t)) {
       engine.push_back(&t);
       continue;
     }
@@ -321,18 +331,10 @@ inline void segment_tasks(std::span<const CopyTask> tasks, std::size_t elem_byte
   table[0] = ns, table[1] = nt;
   std::size_t k = 0, seg = 0;
   for (const CopyTask& t : tasks) {
-    if (t.elems == 0 || (one_range(t) && t.elems * elem_bytes >= kEngineBytes)) continue;
-    const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
-    auto words = [&](std::size_t elems) { return elems * elem_bytes / word; };
-    const FlatTask f{words(t.dst.base),
-                     words(t.dst.stride),
-                     words(t.src.base),
-                     words(t.src.stride),
-                     Divisor::make(words(piece), small),
-                     Divisor::make(t.dst.len / piece, small),
-                     Divisor::make(t.src.len / piece, small)};
+    if (t.elems == 0 || to_engine(t)) continue;
+    const FlatTask f = flat_task(t, elem_bytes, word, small);
     std::memcpy(table.data() + 2 + 3 * ns + k * per, &f, sizeof f);
-    const std::size_t w = words(t.elems);
+    const std::size_t w = t.elems * elem_bytes / word;
     for (std::size_t first = 0; first < w; first += kSegmentWords, ++seg) {
       const Segment s{k, first, w - first < kSegmentWords ? w - first : kSegmentWords};
       std::memcpy(table.data() + 2 + 3 * seg, &s, sizeof s);
@@ -372,22 +374,18 @@ void launch_segments(const Exec& exec, unsigned char* dst, const unsigned char* 
         const std::size_t P = t.piece.d, end = s.first + s.words;
         if (P >= 32) {  // long pieces: the arithmetic once per piece
           for (std::size_t l = s.first; l < end;) {
-            const std::size_t q = t.piece.div(l), o = l - q * P;
+            const std::size_t o = l - t.piece.div(l) * P;  // the word's place in its piece
             const std::size_t len = P - o < end - l ? P - o : end - l;
-            const std::size_t qd = t.md.div(q), qs = t.ms.div(q);
-            team_copy_run<Word>(m, out, in, t.dbase + qd * t.dstride + (q - qd * t.md.d) * P + o,
-                                t.sbase + qs * t.sstride + (q - qs * t.ms.d) * P + o, len);
+            const FlatIndex at = t.at(l);
+            team_copy_run<Word>(m, out, in, at.dst, at.src, len);
             l += len;
           }
           return;
         }
         // short pieces: each word finds its piece by multiply (Divisor)
         for (std::size_t i = std::size_t(m.team_rank()); i < s.words; i += std::size_t(m.team_size())) {
-          const std::size_t l = s.first + i;
-          const std::size_t q = t.piece.div(l), o = l - q * P;
-          const std::size_t qd = t.md.div(q), qs = t.ms.div(q);
-          out[t.dbase + qd * t.dstride + (q - qd * t.md.d) * P + o] =
-              in[t.sbase + qs * t.sstride + (q - qs * t.ms.d) * P + o];
+          const FlatIndex at = t.at(s.first + i);
+          out[at.dst] = in[at.src];
         }
       });
 }
