@@ -25,6 +25,7 @@ template void execute_local_copy<Host>(PortOn<Host>&, const CopyTask&, const voi
 template void execute_split<Host>(PortOn<Host>&, std::span<const std::size_t>, std::size_t, const void*, void*,
                                   std::size_t);
 template void run_from_root<Host>(PortOn<Host>&, Signature, std::string, const RootArgs&);
+template void run_reshard<Host>(PortOn<Host>&, Signature, std::string, ReshardDesc, const void*, void*, std::size_t);
 
 template class PortOf<BasicSelfCommunicator<Host>, Host>;
 #ifdef DSP_COMPILED_WITH_MPI

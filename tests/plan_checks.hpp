@@ -42,9 +42,9 @@
 #error "define DSP_PLAN_FAIL(message) before including plan_checks.hpp"
 #endif
 
-using dsp::CopyTask;
 using dsp::Partition;
 using dsp::Runs;
+using dsp::detail::CopyTask;
 using Ext = std::vector<std::size_t>;
 
 /// What is being checked, for the failure message.

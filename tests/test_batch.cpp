@@ -12,7 +12,7 @@
 #include <dsp/batch.hpp>
 #include <dsp/comm/counting.hpp>
 #include <dsp/cost.hpp>
-#include <dsp/engine/engine.hpp>  // internals under test: capabilities_of
+#include <dsp/engine/steps.hpp>  // internals under test: capabilities_of
 #include <dsp/plan/packed.hpp>
 
 #include <random>

@@ -96,7 +96,7 @@ TEST_CASE("wire kernels: the element schedule writes the bytes of the block sche
           std::size_t ext2 = 0;
           const Runs other = pattern(n, !contiguous, 1 + rng() % 40, ext2);
           std::vector<unsigned char> ra(ext2 * elem_bytes(k), 0x33), rb(ra);
-          const dsp::CopyTask t{other, runs, n};
+          const dsp::detail::CopyTask t{other, runs, n};
           dsp::detail::wire_round<false>(exec, w, k, ra.data(), src.data(), t);
           dsp::detail::wire_round<true>(exec, w, k, rb.data(), src.data(), t);
           exec.fence();

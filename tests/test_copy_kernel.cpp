@@ -34,8 +34,8 @@
 
 namespace {
 
-using dsp::CopyTask;
 using dsp::Runs;
+using dsp::detail::CopyTask;
 using HostExec = Kokkos::DefaultHostExecutionSpace;
 
 std::uint64_t seed() {

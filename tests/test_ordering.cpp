@@ -9,7 +9,7 @@
 
 #include <doctest/doctest.h>
 
-#include <dsp/engine/engine.hpp>  // transfer_fences
+#include <dsp/engine/steps.hpp>  // transfer_fences
 
 using namespace dsp_test;
 

@@ -14,7 +14,8 @@
 #pragma once
 
 #include <dsp/batch.hpp>
-#include <dsp/operate.hpp>
+#include <dsp/call/operate.hpp>
+#include <dsp/config.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/redistribute.hpp>
 #include <dsp/tensor.hpp>
@@ -225,11 +226,11 @@ namespace detail {
 
 /// Starts `plan` on tensors xs into ys (tuples of references) and returns the
 /// handle. `Dim`: the plan's block dim.
-template <std::size_t Dim, class Xs, class Ys, class W, std::size_t K>
-auto start_handle(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const MeshPlan<K>& plan,
-                  const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
-                  const long* dst_codes = nullptr) {
-  auto flight = start(op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes);
+template <std::size_t Dim, std::size_t K, class Xs, class Ys, class W>
+auto start_handle(const Call<K>& c, const Xs& xs, const Ys& ys, W wire) {
+  auto flight = start(c, xs, ys, wire);
+  const Op op = c.op;
+  const std::source_location& loc = c.loc;
   auto values = [](const auto& t) {
     return std::apply([](const auto&... v) { return std::make_tuple(tensor_t<decltype(v)>(v)...); }, t);
   };
@@ -271,8 +272,9 @@ template <std::size_t D, class X, class Y>
                   "(which wire takes which: wire.hpp); this element type travels exact only.");
     constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
     static constexpr MeshPlan<1> plan = detail::switch_plan(i, D);
-    return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
-                                                         wire, plan, std::array<long, 1>{long(i)}, loc);
+    return detail::start_handle<detail::block_dim(plan)>(
+        detail::Call<1>{.op = detail::Op::start_switch, .plan = &plan, .from = {long(i)}, .dst = long(D), .loc = loc},
+        std::tie(x), std::tie(y), wire);
   } else {
     return detail::Invalid{};
   }
@@ -282,8 +284,9 @@ template <std::size_t D, class X, class Y>
   if constexpr (detail::switch_into_ok<D, X, Y>()) {
     constexpr std::size_t i = detail::tensor_t<X>::layout_type::dim;
     static constexpr MeshPlan<1> plan = detail::switch_plan(i, D);
-    return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_switch, long(D), std::tie(x), std::tie(y),
-                                                         detail::NoWire{}, plan, std::array<long, 1>{long(i)}, loc);
+    return detail::start_handle<detail::block_dim(plan)>(
+        detail::Call<1>{.op = detail::Op::start_switch, .plan = &plan, .from = {long(i)}, .dst = long(D), .loc = loc},
+        std::tie(x), std::tie(y), detail::NoWire{});
   } else {
     return detail::Invalid{};
   }
@@ -296,8 +299,9 @@ template <class X, class Y>
   if constexpr (detail::gather_into_ok<X, Y>()) {
     constexpr std::size_t d = detail::tensor_t<X>::layout_type::dim;
     static constexpr MeshPlan<1> plan = detail::gather_plan(d);
-    return detail::start_handle<detail::block_dim(plan)>(detail::Op::start_gather, -1, std::tie(x), std::tie(y),
-                                                         detail::NoWire{}, plan, std::array<long, 1>{long(d)}, loc);
+    return detail::start_handle<detail::block_dim(plan)>(
+        detail::Call<1>{.op = detail::Op::start_gather, .plan = &plan, .from = {long(d)}, .dst = -1, .loc = loc},
+        std::tie(x), std::tie(y), detail::NoWire{});
   } else {
     return detail::Invalid{};
   }
@@ -353,8 +357,13 @@ auto start_redistribute_impl(const XA& xa, YA& ya, W wire, const std::source_loc
   auto ys = tie_of(ya);
   using X0 = tensor_t<std::tuple_element_t<0, decltype(xs)>>;
   using P = plan_of<X0, To>;
-  return start_handle<block_dim(P::plan)>(Op::start_redistribute, 0, xs, ys, wire, P::plan, P::from, loc,
-                                          long(switch_algorithm()), P::to.data());
+  return start_handle<block_dim(P::plan)>(Call<P::axes>{.op = Op::start_redistribute,
+                                                        .plan = &P::plan,
+                                                        .from = P::from,
+                                                        .dst_codes = P::to.data(),
+                                                        .arg = long(switch_algorithm()),
+                                                        .loc = loc},
+                                          xs, ys, wire);
 }
 }  // namespace detail
 

@@ -12,14 +12,14 @@
 // communicator type and memory space, and equal global extents on one
 // communicator; element types may differ. Its switch is one collective: one
 // agreement check, one all-to-all whose chunk for each peer carries every
-// tensor's section (engine/packed.hpp). Mid-size and large tensors, whose own
+// tensor's section (engine/packed_steps.hpp). Mid-size and large tensors, whose own
 // switches would move without copies (pairwise or MPI datatypes), keep the
 // one agreement and move each with its own plan, the point-to-point ones all
 // in flight together.
 #pragma once
 
+#include <dsp/call/operate.hpp>
 #include <dsp/layout.hpp>
-#include <dsp/operate.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
@@ -55,27 +55,43 @@ inline constexpr bool is_batch_v = false;
 template <class... X>
 inline constexpr bool is_batch_v<Batch<X...>> = true;
 
-template <std::size_t D, class... X>
-constexpr bool batch_switch_ok() {
+/// The first tensor type of a batch.
+template <class... X>
+using batch_first_t = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+
+/// The rules every batch obeys, whatever moves it: 1 to 16 tensors of one
+/// tensor rank, layout, communicator (or mesh) type and memory space; element
+/// types may differ. Each rule a sentence; only the first failing one fires.
+template <class... X>
+constexpr bool batch_members_ok() {
   constexpr std::size_t n = sizeof...(X);
   static_assert(n >= 1 && n <= kMaxBatch, "dsp::batch: a batch holds 1 to 16 tensors.");
   if constexpr (n >= 1 && n <= kMaxBatch) {
     static_assert((is_dist_tensor_v<X> && ...), "dsp::batch: every argument must be a dsp::DistTensor.");
     if constexpr ((is_dist_tensor_v<X> && ...)) {
-      using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+      using X0 = batch_first_t<X...>;
       constexpr bool same = ((tensor_t<X>::rank == X0::rank &&
                               std::is_same_v<typename tensor_t<X>::layout_type, typename X0::layout_type> &&
                               std::is_same_v<typename tensor_t<X>::communicator_type, typename X0::communicator_type> &&
                               std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>)&&...);
       static_assert(same,
                     "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
-                    "type and the memory space (element types may differ).");
-      constexpr bool plain = !is_mesh_v<typename X0::communicator_type>;
-      static_assert(plain,
-                    "dsp::batch: dynamic_switch of a batch works on tensors of a plain communicator; on a "
-                    "dsp::Mesh, move a batch with dsp::redistribute<To>(dsp::batch(x...)).");
-      if constexpr (same && plain) return switch_ok<D, X0>();
+                    "(or mesh) type and the memory space (element types may differ).");
+      return same;
     }
+  }
+  return false;
+}
+
+template <std::size_t D, class... X>
+constexpr bool batch_switch_ok() {
+  if constexpr (batch_members_ok<X...>()) {
+    using X0 = batch_first_t<X...>;
+    constexpr bool plain = !is_mesh_v<typename X0::communicator_type>;
+    static_assert(plain,
+                  "dsp::batch: dynamic_switch of a batch works on tensors of a plain communicator; on a "
+                  "dsp::Mesh, move a batch with dsp::redistribute<To>(dsp::batch(x...)).");
+    if constexpr (plain) return switch_ok<D, X0>();
   }
   return false;
 }
@@ -107,8 +123,13 @@ template <std::size_t D, class Xs, class Ys>
 void batch_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc) {
   constexpr std::size_t i = tensor_t<std::tuple_element_t<0, Xs>>::layout_type::dim;
   static constexpr MeshPlan<1> plan = switch_plan(i, D);
-  operate(Op::batch_switch, long(D), xs, ys, wire, plan, std::array<long, 1>{long(i)}, loc,
-          long(std::tuple_size_v<Xs>));
+  operate(Call<1>{.op = Op::batch_switch,
+                  .plan = &plan,
+                  .from = {long(i)},
+                  .dst = long(D),
+                  .arg = long(std::tuple_size_v<Xs>),
+                  .loc = loc},
+          xs, ys, wire);
 }
 
 }  // namespace detail

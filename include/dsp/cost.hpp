@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: a constexpr model of what each layout transition sends, exact for
-// uneven partitions. Built on primitive_for / collective_for (layout.hpp).
+// uneven partitions. Built on primitive_for / collective_for (layout.hpp);
+// and redistribute_plan, the plan redistribute<To> runs between two
+// placements (plan/mesh_plan.hpp), with its cost.
 #pragma once
 
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/partition.hpp>
-#include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/mesh_plan.hpp>
 #include <dsp/wire.hpp>
 
 #include <array>
 #include <cstddef>
+#include <string>
 
 namespace dsp {
 
@@ -329,5 +332,95 @@ constexpr RedistributeCost<> redistribute_cost(const MeshPlan<K>& plan, const st
   });
   return c;
 }
+
+namespace detail {
+
+/// The smallest tensor rank that fits both layouts.
+template <class From, class To>
+constexpr std::size_t fitting_rank() {
+  std::size_t r = 1;
+  for (long x : codes_v<From>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
+  for (long x : codes_v<To>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
+  return r;
+}
+
+template <class From, class To, std::size_t Rank>
+constexpr auto make_plan() {
+  constexpr auto f = codes_v<From>;
+  constexpr auto t = codes_v<To>;
+  static_assert(f.size() == t.size(), "dsp::redistribute_plan: From and To must have the same number of axes.");
+  return plan_mesh<f.size(), plan_states(f, t, Rank)>(f, t, Rank);
+}
+
+}  // namespace detail
+
+/// The plan dsp::redistribute runs to move a tensor of `Rank` dims from
+/// layout From to layout To (both dsp::Axes<...> with one placement per mesh
+/// axis, or both single placements for a plain communicator), fixed at
+/// compile time: the cheapest sequence of exact single-axis steps on a
+/// reference mesh (every axis of 8 ranks, evenly divisible extents; ties: fewer
+/// collectives, then fewer steps). `cost()` is its exact cost for given
+/// extents and mesh shape. Rank defaults to the smallest rank the layouts fit;
+/// name it to let the plan pass through dims the layouts do not name.
+template <class From, class To, std::size_t Rank = detail::fitting_rank<From, To>()>
+struct redistribute_plan {
+  static_assert(layout_fits_v<From, Rank> && layout_fits_v<To, Rank>,
+                "dsp::redistribute_plan: a Sharded<D> names a dim D >= the tensor's rank.");
+  /// The number of mesh axes (1 for a plain communicator).
+  static constexpr std::size_t axes = detail::codes_v<From>.size();
+  static constexpr std::array<long, axes> from = detail::codes_v<From>;
+  static constexpr std::array<long, axes> to = detail::codes_v<To>;
+  /// The steps, in order.
+  static constexpr MeshPlan<axes> plan = detail::make_plan<From, To, Rank>();
+  static_assert(plan.found, "dsp::redistribute_plan: no plan found (a bug: every placement reaches every other).");
+
+  /// The number of steps (0: From == To, a copy).
+  static constexpr std::size_t size() { return plan.size; }
+  /// Step k: its kind (StepKind), axis, and the axis's placement code before and after.
+  static constexpr MeshStep step(std::size_t k) { return plan.steps[k]; }
+  /// The number of steps that communicate.
+  static constexpr std::size_t collectives() {
+    std::size_t c = 0;
+    for (const auto& s : plan) c += communicates(s.kind) ? 1 : 0;
+    return c;
+  }
+
+  /// The exact cost on the rank at `coords` of a mesh of `shape`, for a
+  /// tensor of global extents `e` with `elem_bytes`-byte elements, switch and
+  /// gather steps on `wire`: per step (collectives, bytes this rank sends),
+  /// totals, and the largest total over the mesh's ranks. A batch costs the
+  /// sum over its tensors. constexpr. Throws InvalidArgument for a coordinate
+  /// outside the shape, a reduction on a low-precision wire, and when a byte
+  /// count overflows std::size_t.
+  template <std::size_t R>
+  static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                           const std::array<int, axes>& shape, const std::array<int, axes>& coords,
+                                           Wire wire = Wire::exact) {
+    static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
+    return redistribute_cost(plan, from, e, elem_bytes, shape, coords, wire);
+  }
+  /// The same on a plain communicator: rank `rank` of `n`.
+  template <std::size_t R>
+  static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                           std::size_t rank, Wire wire = Wire::exact) requires(axes == 1) {
+    return cost(e, elem_bytes, std::array<int, 1>{int(n)}, std::array<int, 1>{int(rank)}, wire);
+  }
+
+  /// The steps as text, e.g. "switch on axis 0: Sharded<1> -> Sharded<0>".
+  static std::string text() {
+    // if constexpr: nvcc warns that `k < plan.size` compares with zero (a warning is an error in dsp's tests).
+    if constexpr (plan.size == 0) {
+      return "(none: a copy)";
+    } else {
+      std::string t;
+      for (std::size_t k = 0; k < plan.size; ++k) {
+        const auto& s = plan.steps[k];
+        t += (k ? "; " : "") + std::string(step_name(s.kind)) + " on axis " + std::to_string(s.axis) + ": " +
+             detail::layout_text(s.from) + " -> " + detail::layout_text(s.to);
+      }
+      return t;
+    }
+  }
+};
 
 }  // namespace dsp

@@ -3,13 +3,13 @@
 // a tensor held by one root rank becomes a DistTensor on every rank.
 #pragma once
 
+#include <dsp/call/operate.hpp>
 #include <dsp/comm/concepts.hpp>
-#include <dsp/engine/agree.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/exclusive.hpp>
+#include <dsp/core/group_traits.hpp>
 #include <dsp/engine/api.hpp>
-#include <dsp/engine/exclusive.hpp>
-#include <dsp/group.hpp>
 #include <dsp/layout.hpp>
-#include <dsp/operate.hpp>
 #include <dsp/tensor.hpp>
 
 #include <Kokkos_Core.hpp>

@@ -21,6 +21,7 @@
 #include <dsp/comm/counting.hpp>
 #include <dsp/comm/self.hpp>
 #include <dsp/comm/staged.hpp>
+#include <dsp/config.hpp>
 #include <dsp/cost.hpp>
 #include <dsp/distribute.hpp>
 #include <dsp/error.hpp>
@@ -40,3 +41,4 @@
 #include <dsp/version.hpp>
 #include <dsp/wire.hpp>
 #include <dsp/wisdom.hpp>
+#include <dsp/workspace.hpp>

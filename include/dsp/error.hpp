@@ -2,26 +2,10 @@
 // dsp: the exception hierarchy and the helper every backend check macro feeds.
 #pragma once
 
+#include <dsp/config.hpp>
+
 #include <stdexcept>
 #include <string>
-
-// Header-only or compiled. By default dsp is header-only: every function is
-// defined in the headers (DSP_FUNC is `inline`). A program that links the
-// dsp::compiled library gets DSP_COMPILED: then the functions marked DSP_FUNC
-// are only declared in its files, and defined once in the library
-// (src/compiled.cpp, which defines DSP_COMPILED_SOURCE), with the host-memory
-// engine (engine/api.hpp). DSP_FUNC_BODIES says whether the headers hold
-// their bodies.
-#if defined(DSP_COMPILED) || defined(DSP_COMPILED_SOURCE)
-#define DSP_FUNC
-#else
-#define DSP_FUNC inline
-#endif
-#if !defined(DSP_COMPILED) || defined(DSP_COMPILED_SOURCE)
-#define DSP_FUNC_BODIES 1
-#else
-#define DSP_FUNC_BODIES 0
-#endif
 
 namespace dsp {
 

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/engine/agree.hpp>
-#include <dsp/engine/exclusive.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/exclusive.hpp>
 #include <dsp/error.hpp>
 
 #include <source_location>

@@ -2,7 +2,12 @@
 // dsp: layouts as types, and the rules for moving between them.
 #pragma once
 
+#include <dsp/extents.hpp>
+
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace dsp {
@@ -123,6 +128,37 @@ constexpr long layout_code() {
   else return kPartialSum;
 }
 constexpr bool is_partial_code(long c) { return c <= kPartialSum; }
+
+/// The placement codes of a layout: one per axis (Axes<...>), or one.
+template <class L>
+struct placement_codes {
+  static constexpr std::array<long, 1> value{layout_code<L>()};
+};
+template <class... P>
+struct placement_codes<Axes<P...>> {
+  static constexpr std::array<long, sizeof...(P)> value{layout_code<P>()...};
+};
+
+/// The placement codes of a layout, one per mesh axis (one for a placement).
+template <class L>
+inline constexpr auto codes_v = placement_codes<L>::value;
+
+/// A placement code (layout_code) as text: Sharded<d>, Replicated, Partial<...>.
+inline std::string layout_text(std::int64_t code) {
+  if (code >= 0) return "Sharded<" + std::to_string(code) + ">";
+  if (code == kPartialSum) return "Partial<Sum>";
+  if (code == kPartialMax) return "Partial<Max>";
+  if (code == kPartialMin) return "Partial<Min>";
+  return "Replicated";
+}
+
+/// A placement as text: one layout, or Axes<...> on a mesh of `axes` axes.
+inline std::string layout_text(const std::int64_t* codes, std::uint32_t axes) {
+  if (axes == 0) return layout_text(codes[0]);
+  std::string t = "Axes<";
+  for (std::uint32_t a = 0; a < axes && a < kMaxAxes; ++a) t += (a ? ", " : "") + layout_text(codes[a]);
+  return t + ">";
+}
 }  // namespace detail
 
 }  // namespace dsp

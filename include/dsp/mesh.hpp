@@ -3,13 +3,13 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/comm/port.hpp>
-#include <dsp/engine/agree.hpp>
-#include <dsp/engine/exclusive.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/exclusive.hpp>
+#include <dsp/core/group_traits.hpp>
+#include <dsp/core/port.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
-#include <dsp/group.hpp>
-#include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/mesh_plan.hpp>
 
 #include <array>
 #include <cstddef>
@@ -233,16 +233,6 @@ struct group_traits<Mesh<K, Comm>> {
   static const Comm& axis(const Mesh<K, Comm>& m, std::size_t a) { return m.axis(a); }
   static const std::array<int, K>& shape(const Mesh<K, Comm>& m) { return m.shape(); }
   static const std::array<int, K>& coords(const Mesh<K, Comm>& m) { return m.coords(); }
-};
-
-/// The placement codes of a layout: one per axis (Axes<...>), or one.
-template <class L>
-struct placement_codes {
-  static constexpr std::array<long, 1> value{layout_code<L>()};
-};
-template <class... P>
-struct placement_codes<Axes<P...>> {
-  static constexpr std::array<long, sizeof...(P)> value{layout_code<P>()...};
 };
 
 }  // namespace detail

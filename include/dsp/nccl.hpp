@@ -3,5 +3,5 @@
 // dsp::NcclCommunicator (Kokkos::CudaSpace) when Kokkos has CUDA enabled.
 #pragma once
 
-#include <dsp/comm/nccl.hpp>
+#include <dsp/comm/nccl_communicator.hpp>
 #include <dsp/dsp.hpp>

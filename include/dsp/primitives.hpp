@@ -6,13 +6,13 @@
 // Each comes allocating (returns the output) and into an existing output.
 // None modifies its input, also on error. These are thin typed front ends:
 // each checks its rules at compile time in one place (below), then runs the
-// one operation of every front end (operate.hpp) with the one-step plan of
+// one operation of every front end (call/operate.hpp) with the one-step plan of
 // its primitive.
 #pragma once
 
+#include <dsp/call/operate.hpp>
 #include <dsp/layout.hpp>
-#include <dsp/operate.hpp>
-#include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/mesh_plan.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
 
@@ -105,14 +105,16 @@ template <std::size_t D, class X, class Y, class W>
 void switch_into(const X& x, Y& y, W wire, const std::source_location& loc) {
   constexpr std::size_t i = tensor_t<X>::layout_type::dim;
   static constexpr MeshPlan<1> plan = switch_plan(i, D);
-  operate(Op::dynamic_switch, long(D), std::tie(x), std::tie(y), wire, plan, std::array<long, 1>{long(i)}, loc);
+  operate(Call<1>{.op = Op::dynamic_switch, .plan = &plan, .from = {long(i)}, .dst = long(D), .loc = loc}, std::tie(x),
+          std::tie(y), wire);
 }
 
 template <class X, class Y, class W>
 void gather_into(const X& x, Y& y, W wire, const std::source_location& loc) {
   constexpr std::size_t d = tensor_t<X>::layout_type::dim;
   static constexpr MeshPlan<1> plan = gather_plan(d);
-  operate(Op::gather, -1, std::tie(x), std::tie(y), wire, plan, std::array<long, 1>{long(d)}, loc);
+  operate(Call<1>{.op = Op::gather, .plan = &plan, .from = {long(d)}, .dst = -1, .loc = loc}, std::tie(x), std::tie(y),
+          wire);
 }
 
 }  // namespace detail

@@ -11,12 +11,12 @@
 #pragma once
 
 #include <dsp/batch.hpp>
+#include <dsp/call/operate.hpp>
 #include <dsp/comm/concepts.hpp>
 #include <dsp/cost.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mesh.hpp>
-#include <dsp/operate.hpp>
-#include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/mesh_plan.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
@@ -50,96 +50,6 @@ constexpr bool has_max_min(const std::array<long, K>& c) {
     if (x == kPartialMax || x == kPartialMin) return true;
   return false;
 }
-
-/// The smallest tensor rank that fits both layouts.
-template <class From, class To>
-constexpr std::size_t fitting_rank() {
-  std::size_t r = 1;
-  for (long x : codes_v<From>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
-  for (long x : codes_v<To>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
-  return r;
-}
-
-template <class From, class To, std::size_t Rank>
-constexpr auto make_plan() {
-  constexpr auto f = codes_v<From>;
-  constexpr auto t = codes_v<To>;
-  static_assert(f.size() == t.size(), "dsp::redistribute_plan: From and To must have the same number of axes.");
-  return plan_mesh<f.size(), plan_states(f, t, Rank)>(f, t, Rank);
-}
-
-}  // namespace detail
-
-/// The plan dsp::redistribute runs to move a tensor of `Rank` dims from
-/// layout From to layout To (both dsp::Axes<...> with one placement per mesh
-/// axis, or both single placements for a plain communicator), fixed at
-/// compile time: the cheapest sequence of exact single-axis steps on a
-/// reference mesh (every axis of 8 ranks, evenly divisible extents; ties: fewer
-/// collectives, then fewer steps). `cost()` is its exact cost for given
-/// extents and mesh shape. Rank defaults to the smallest rank the layouts fit;
-/// name it to let the plan pass through dims the layouts do not name.
-template <class From, class To, std::size_t Rank = detail::fitting_rank<From, To>()>
-struct redistribute_plan {
-  static_assert(layout_fits_v<From, Rank> && layout_fits_v<To, Rank>,
-                "dsp::redistribute_plan: a Sharded<D> names a dim D >= the tensor's rank.");
-  /// The number of mesh axes (1 for a plain communicator).
-  static constexpr std::size_t axes = detail::codes_v<From>.size();
-  static constexpr std::array<long, axes> from = detail::codes_v<From>;
-  static constexpr std::array<long, axes> to = detail::codes_v<To>;
-  /// The steps, in order.
-  static constexpr MeshPlan<axes> plan = detail::make_plan<From, To, Rank>();
-  static_assert(plan.found, "dsp::redistribute_plan: no plan found (a bug: every placement reaches every other).");
-
-  /// The number of steps (0: From == To, a copy).
-  static constexpr std::size_t size() { return plan.size; }
-  /// Step k: its kind (StepKind), axis, and the axis's placement code before and after.
-  static constexpr MeshStep step(std::size_t k) { return plan.steps[k]; }
-  /// The number of steps that communicate.
-  static constexpr std::size_t collectives() {
-    std::size_t c = 0;
-    for (const auto& s : plan) c += communicates(s.kind) ? 1 : 0;
-    return c;
-  }
-
-  /// The exact cost on the rank at `coords` of a mesh of `shape`, for a
-  /// tensor of global extents `e` with `elem_bytes`-byte elements, switch and
-  /// gather steps on `wire`: per step (collectives, bytes this rank sends),
-  /// totals, and the largest total over the mesh's ranks. A batch costs the
-  /// sum over its tensors. constexpr. Throws InvalidArgument for a coordinate
-  /// outside the shape, a reduction on a low-precision wire, and when a byte
-  /// count overflows std::size_t.
-  template <std::size_t R>
-  static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
-                                           const std::array<int, axes>& shape, const std::array<int, axes>& coords,
-                                           Wire wire = Wire::exact) {
-    static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
-    return redistribute_cost(plan, from, e, elem_bytes, shape, coords, wire);
-  }
-  /// The same on a plain communicator: rank `rank` of `n`.
-  template <std::size_t R>
-  static constexpr RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
-                                           std::size_t rank, Wire wire = Wire::exact) requires(axes == 1) {
-    return cost(e, elem_bytes, std::array<int, 1>{int(n)}, std::array<int, 1>{int(rank)}, wire);
-  }
-
-  /// The steps as text, e.g. "switch on axis 0: Sharded<1> -> Sharded<0>".
-  static std::string text() {
-    // if constexpr: nvcc warns that `k < plan.size` compares with zero (a warning is an error in dsp's tests).
-    if constexpr (plan.size == 0) {
-      return "(none: a copy)";
-    } else {
-      std::string t;
-      for (std::size_t k = 0; k < plan.size; ++k) {
-        const auto& s = plan.steps[k];
-        t += (k ? "; " : "") + std::string(step_name(s.kind)) + " on axis " + std::to_string(s.axis) + ": " +
-             detail::layout_text(s.from) + " -> " + detail::layout_text(s.to);
-      }
-      return t;
-    }
-  }
-};
-
-namespace detail {
 
 /// The compile-time rules of redistribute<To>(x), in one place.
 template <class To, class X>
@@ -219,7 +129,13 @@ template <class To, class Xs, class Ys, class W, std::size_t K>
 void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_location& loc, const MeshPlan<K>& plan) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using P = plan_of<X0, To>;
-  operate(Op::redistribute, 0, xs, ys, wire, plan, P::from, loc, long(switch_algorithm()), P::to.data());
+  operate(Call<K>{.op = Op::redistribute,
+                  .plan = &plan,
+                  .from = P::from,
+                  .dst_codes = P::to.data(),
+                  .arg = long(switch_algorithm()),
+                  .loc = loc},
+          xs, ys, wire);
 }
 
 /// The rules a wire adds: float tensors (for a batch, checked at run time:
@@ -329,27 +245,11 @@ void redistribute(const X& x, Y& y, Wire wire, std::source_location loc = std::s
 }
 
 namespace detail {
-/// The rules of a batch redistribution: 1 to 16 tensors of one layout, tensor
-/// rank, communicator (or mesh) type and memory space; element types may
-/// differ. Each rule a sentence.
+/// The rules of a batch redistribution: the batch's own (batch.hpp), then
+/// redistribute<To>'s for its first tensor.
 template <class To, class... X>
 constexpr bool batch_redistribute_ok() {
-  constexpr std::size_t n = sizeof...(X);
-  static_assert(n >= 1 && n <= kMaxBatch, "dsp::batch: a batch holds 1 to 16 tensors.");
-  if constexpr (n >= 1 && n <= kMaxBatch) {
-    static_assert((is_dist_tensor_v<X> && ...), "dsp::batch: every argument must be a dsp::DistTensor.");
-    if constexpr ((is_dist_tensor_v<X> && ...)) {
-      using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
-      constexpr bool same = ((tensor_t<X>::rank == X0::rank &&
-                              std::is_same_v<typename tensor_t<X>::layout_type, typename X0::layout_type> &&
-                              std::is_same_v<typename tensor_t<X>::communicator_type, typename X0::communicator_type> &&
-                              std::is_same_v<typename tensor_t<X>::memory_space, typename X0::memory_space>)&&...);
-      static_assert(same,
-                    "dsp::batch: the tensors of a batch must share the tensor rank, the layout, the communicator "
-                    "(or mesh) type and the memory space (element types may differ).");
-      if constexpr (same) return redistribute_ok<To, X0>();
-    }
-  }
+  if constexpr (batch_members_ok<X...>()) return redistribute_ok<To, batch_first_t<X...>>();
   return false;
 }
 
@@ -375,7 +275,7 @@ struct batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>> {
 namespace detail {
 template <class To, class W, class... X>
 auto batch_redistribute(Batch<X...> xs, W wire, const std::source_location& loc) {
-  using X0 = tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+  using X0 = batch_first_t<X...>;
   std::tuple<relayout_t<X, To>...> ys{std::apply(
       [&](const auto&... x) {
     return std::tuple<relayout_t<X, To>...>{allocate_output<relayout_t<X, To>>(x, Op::redistribute, 0, loc)...};
@@ -386,8 +286,7 @@ auto batch_redistribute(Batch<X...> xs, W wire, const std::source_location& loc)
 }
 template <class To, class... X>
 constexpr bool batch_wire_ok() {
-  if constexpr (batch_redistribute_ok<To, X...>())
-    return wire_redistribute_ok<To, tensor_t<std::tuple_element_t<0, std::tuple<X...>>>>();
+  if constexpr (batch_redistribute_ok<To, X...>()) return wire_redistribute_ok<To, batch_first_t<X...>>();
   return false;
 }
 }  // namespace detail
@@ -419,7 +318,7 @@ auto redistribute(Batch<X...> xs, Wire wire, std::source_location loc = std::sou
 template <class To, class... X, class... Y>
 void redistribute(Batch<X...> xs, Batch<Y...> ys, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value) {
-    using X0 = detail::tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+    using X0 = detail::batch_first_t<X...>;
     detail::redistribute_into<To>(xs.tensors, ys.tensors, detail::NoWire{}, loc, detail::plan_of<X0, To>::plan);
   }
 }
@@ -430,7 +329,7 @@ void redistribute(Batch<X...> xs, Batch<Y...> ys, Wire wire,
                   std::source_location loc = std::source_location::current()) {
   if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value &&
                 detail::batch_wire_ok<To, X...>()) {
-    using X0 = detail::tensor_t<std::tuple_element_t<0, std::tuple<X...>>>;
+    using X0 = detail::batch_first_t<X...>;
     detail::redistribute_into<To>(xs.tensors, ys.tensors, wire, loc, detail::plan_of<X0, To>::plan);
   }
 }

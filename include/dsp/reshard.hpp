@@ -16,9 +16,9 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/comm/port.hpp>
-#include <dsp/engine/agree.hpp>
-#include <dsp/engine/reshard.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/port.hpp>
+#include <dsp/engine/api.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/redistribute.hpp>
 #include <dsp/tensor.hpp>
@@ -27,6 +27,11 @@
 #include <source_location>
 #include <string>
 #include <type_traits>
+
+// The engine of reshard (engine/api.hpp says when the headers hold it).
+#if DSP_ENGINE_DEFINITIONS
+#include <dsp/engine/regroup.hpp>
+#endif
 
 namespace dsp {
 

@@ -4,11 +4,12 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/engine/agree.hpp>
-#include <dsp/engine/exclusive.hpp>
+#include <dsp/config.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/exclusive.hpp>
+#include <dsp/core/group_traits.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
-#include <dsp/group.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/mesh.hpp>
 #include <dsp/partition.hpp>
@@ -26,17 +27,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-/// DSP_CHECK_IN_FLIGHT: 1 (the default, in every build) makes
-/// DistTensor::local() raise UsageError on the output of a split-phase
-/// operation that has not been waited for (reading it then gives stale data).
-/// It costs one relaxed atomic load per local() while nothing is in flight,
-/// and a lock with a short list per start and wait (docs/reliability.md has
-/// the measurement). 0 compiles it out. Define it the same way in every
-/// translation unit of a program.
-#ifndef DSP_CHECK_IN_FLIGHT
-#define DSP_CHECK_IN_FLIGHT 1
-#endif
 
 namespace dsp {
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <dsp/comm/resources.hpp>
-#include <dsp/plan/runs.hpp>
+#include <dsp/comm/runs.hpp>
 
 #include <Kokkos_Core.hpp>
 

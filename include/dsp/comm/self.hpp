@@ -3,7 +3,6 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/comm/port.hpp>
 #include <dsp/error.hpp>
 
 #include <chrono>
@@ -74,10 +73,5 @@ class BasicSelfCommunicator {
 using SelfCommunicator = BasicSelfCommunicator<>;
 
 static_assert(Communicator<SelfCommunicator>);
-
-#ifdef DSP_COMPILED
-// Its Port is compiled once, in the dsp::compiled library (engine/api.hpp).
-extern template class detail::PortOf<BasicSelfCommunicator<Kokkos::HostSpace>, Kokkos::HostSpace>;
-#endif
 
 }  // namespace dsp

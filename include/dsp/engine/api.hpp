@@ -1,36 +1,28 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: what the typed front ends hand the engine, and the engine's entry
-// points (engine/operation.hpp): types and declarations only; the front end
-// (operate.hpp) brings the definitions. With DSP_COMPILED (the dsp::compiled
+// points (engine/run.hpp, engine/flight.hpp): types and declarations only; the front end
+// (call/operate.hpp) brings the definitions. With DSP_COMPILED (the dsp::compiled
 // target) the host-memory engine is compiled once, in the library, and a
 // user's file instantiates none of it (the declarations at the end).
 #pragma once
 
-#include <dsp/comm/port.hpp>
-#include <dsp/engine/agree.hpp>
-#include <dsp/engine/exclusive.hpp>
-#include <dsp/plan/redistribute.hpp>
-#include <dsp/plan/runs.hpp>
+#include <dsp/config.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/exclusive.hpp>
+#include <dsp/core/port.hpp>
+#include <dsp/plan/mesh_plan.hpp>
+#include <dsp/plan/tasks.hpp>
 #include <dsp/wire.hpp>
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <source_location>
 #include <span>
 #include <string>
 #include <utility>
-
-// Whether the engine's definitions are in the headers: always, but with
-// DSP_COMPILED on a host-only Kokkos, where the library has every memory
-// space there is (a device backend's memory spaces instantiate from the headers).
-#if !defined(DSP_COMPILED) || defined(DSP_COMPILED_SOURCE) || defined(KOKKOS_ENABLE_CUDA) || \
-    defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL) || defined(KOKKOS_ENABLE_OPENMPTARGET)
-#define DSP_ENGINE_DEFINITIONS 1
-#else
-#define DSP_ENGINE_DEFINITIONS 0
-#endif
 
 namespace dsp::detail {
 
@@ -49,7 +41,7 @@ struct OpGroup {
 struct OpArgs {
   std::span<const PackedItem> items;    // 1 to kMaxBatch tensors: blocks, output blocks, element sizes
   std::span<const std::size_t> global;  // their global extents (equal)
-  std::span<const MeshStep> steps;      // the plan (plan/redistribute.hpp)
+  std::span<const MeshStep> steps;      // the plan (plan/mesh_plan.hpp)
   std::span<const long> from;           // the input placement, one code per axis
   Wire wire = Wire::exact;              // for float tensors, on switch and gather steps
   ReduceType rtype = ReduceType::f32;   // for reductions (Partial placements)
@@ -61,7 +53,7 @@ inline bool ranges_overlap(ByteRange a, ByteRange b) {
   return a.first != a.second && b.first != b.second && a.first < b.second && b.first < a.second;
 }
 
-/// What the typed front end knows of one tensor of a call (operate.hpp
+/// What the typed front end knows of one tensor of a call (call/operate.hpp
 /// fills it): the untyped half checks and runs the call from these facts.
 struct TensorFacts {
   const void* in = nullptr;
@@ -233,6 +225,27 @@ template <class M>
 void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::size_t d, const void* in, void* out,
                    std::size_t elem_bytes);
 
+/// A box of a tensor: offset and count per dim.
+struct RBox {
+  std::array<std::size_t, kMaxRank> off{}, cnt{};
+};
+
+/// What each rank of the parent says about itself.
+struct ReshardDesc {
+  std::uint32_t has_x = 0, has_y = 0;
+  std::uint64_t x_group = 0, y_group = 0;  // the ranks of x's and y's groups (where held)
+  std::uint64_t rank = 0;                  // tensor rank
+  std::uint64_t extents[kMaxRank] = {};
+  RBox x, y;
+};
+
+/// dsp::reshard on bytes (engine/regroup.hpp): `x`/`y` the local blocks
+/// (nullptr where a rank has none), `desc` this rank's description, `err` a
+/// local failure found by the front end. Collective over `parent`.
+template <class M>
+void run_reshard(PortOn<M>& parent, Signature sig, std::string err, ReshardDesc desc, const void* x, void* y,
+                 std::size_t elem_bytes);
+
 struct RootArgs {
   const void* in = nullptr;  // the whole tensor, on the root only
   void* out = nullptr;       // this rank's block
@@ -283,6 +296,8 @@ extern template void execute_split<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&
                                                       std::size_t, const void*, void*, std::size_t);
 extern template void run_from_root<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string,
                                                       const RootArgs&);
+extern template void run_reshard<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string, ReshardDesc,
+                                                    const void*, void*, std::size_t);
 #endif
 
 }  // namespace dsp::detail

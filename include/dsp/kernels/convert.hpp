@@ -16,8 +16,9 @@
 // 512 bytes apart, which is why it ran at 0.07x of cudaMemcpy on an H200).
 #pragma once
 
+#include <dsp/config.hpp>
 #include <dsp/half.hpp>
-#include <dsp/plan/runs.hpp>
+#include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 #include <dsp/wire.hpp>
 
@@ -191,7 +192,7 @@ KOKKOS_INLINE_FUNCTION void round_block(Wire w, typename ElemOps<K>::T* dst, con
 
 // ------------------------------------------------------------ device schedule
 
-/// Element e of a run pattern: plan/runs.hpp's element_at, callable on a
+/// Element e of a run pattern: plan/tasks.hpp's element_at, callable on a
 /// device (runs.hpp knows no Kokkos, and nvcc calls a plain constexpr
 /// function from device code only with --expt-relaxed-constexpr).
 KOKKOS_INLINE_FUNCTION std::size_t run_index(const Runs& r, std::size_t e) {

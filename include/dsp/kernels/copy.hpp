@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: the one copy kernel every primitive reduces to: copies between run
-// patterns (plan/runs.hpp), on the tensor's execution space.
+// patterns (plan/tasks.hpp), on the tensor's execution space.
 #pragma once
 
-#include <dsp/plan/runs.hpp>
+#include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 
 #include <Kokkos_Core.hpp>

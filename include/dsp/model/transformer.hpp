@@ -15,7 +15,6 @@
 
 #include <dsp/cost.hpp>
 #include <dsp/model/cluster.hpp>
-#include <dsp/redistribute.hpp>
 
 #include <algorithm>
 #include <array>
@@ -264,24 +263,9 @@ inline double layer_comm_time(const Cluster& c, const Group& g, const LayerTraff
 }
 }  // namespace detail
 
-/// Predicts one training step of `m` on `w` with `strategy` over `sp` x `dp`
-/// GPUs of `c` (SP groups of consecutive GPUs, the DP axis across them).
-///
-/// Per layer: forward FLOPs x 3 (x 4 with recomputation) at the cluster's
-/// efficiency; the layer's SP traffic (layer_traffic, the busiest GPU) priced
-/// by the collective times, once forward, once backward and once more when
-/// recomputing; a ring's backward passes twice the bytes (k, v and dk, dv),
-/// and each ring pass hides behind the temporal attention it feeds. The DP
-/// exchange: ZeRO-2's reduce-scatter of the bf16 gradients and all-gather of
-/// the parameters (DSP, Ulysses, Ring), an all-reduce of each tensor-parallel
-/// shard's gradients (Megatron-SP), priced by dsp's cost model and not hidden.
-/// Memory: model states (ZeRO-2: 2 bytes of parameters each plus 14 sharded
-/// over DP; Megatron-SP: 16 sharded over SP), a checkpoint per layer, one
-/// layer's saved activations (flash attention: no score matrix), and each
-/// strategy's buffers (docs/cluster-model.md).
-inline Prediction predict(const Cluster& c, const Transformer& m, const Workload& w, Strategy strategy, int sp,
-                          int dp) {
-  check(c);
+namespace detail {
+/// The arguments of predict, checked.
+inline void check_prediction_args(const Transformer& m, const Workload& w, int sp, int dp) {
   if (sp < 1 || dp < 1) throw InvalidArgument("dsp::model: SP and DP sizes must be at least 1");
   if (m.layers == 0 || m.hidden == 0 || m.heads == 0 || m.mlp_ratio == 0)
     throw InvalidArgument("dsp::model: the model needs layers, hidden, heads and mlp_ratio >= 1");
@@ -293,76 +277,48 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
   // The DP exchange counts the parameters' bytes in std::size_t (the cost
   // model): refused here, before a conversion of more than 2^64 could wrap.
   if (!(m.parameters() * double(w.elem_bytes) < 0x1p63))
-    throw InvalidArgument("dsp::model: the model's " + detail::whole_number(m.parameters()) + " parameters of " +
+    throw InvalidArgument("dsp::model: the model's " + whole_number(m.parameters()) + " parameters of " +
                           std::to_string(w.elem_bytes) +
                           " bytes are too many to count in bytes (2^63): fewer layers, or a smaller hidden size, "
                           "MLP ratio or MLP count");
-  Prediction p;
-  p.strategy = strategy;
-  p.sp = sp, p.dp = dp;
-  // Ulysses and Megatron-SP shard the heads over the SP group.
-  if (strategy == Strategy::ulysses || strategy == Strategy::megatron_sp) {
-    if (std::size_t(sp) > m.heads) {
-      p.runs = false;
-      p.why = "SP " + std::to_string(sp) + " > " + std::to_string(m.heads) + " heads";
-    } else if (m.heads % std::size_t(sp) != 0) {
-      p.runs = false;
-      p.why = std::to_string(m.heads) + " heads do not divide over SP " + std::to_string(sp);
-    }
-  }
+}
 
-  const Group g = consecutive_group(c, sp);
-  const double C = double(m.hidden), e = double(w.elem_bytes), L = double(m.layers);
-  // The busiest GPU holds ceil(T / SP) frames (dsp's partition: the first
-  // T % SP ranks hold one more); the work is set by it, the useful FLOPs by the average.
-  const double local_tokens =
-      double(w.batch) * double(w.spatial) * double(Partition{w.temporal, std::size_t(sp)}.count(0));
-  const double passes = w.recompute ? 4 : 3;  // FLOPs: forward, (recompute,) backward = 2 forwards
+/// Why `strategy` cannot run on SP `sp` ("" when it can): Ulysses and
+/// Megatron-SP shard the heads over the SP group.
+inline std::string head_sharding_error(const Transformer& m, Strategy strategy, int sp) {
+  if (strategy != Strategy::ulysses && strategy != Strategy::megatron_sp) return "";
+  if (std::size_t(sp) > m.heads) return "SP " + std::to_string(sp) + " > " + std::to_string(m.heads) + " heads";
+  if (m.heads % std::size_t(sp) != 0)
+    return std::to_string(m.heads) + " heads do not divide over SP " + std::to_string(sp);
+  return "";
+}
 
-  const LayerShape shape{w.batch, w.temporal, w.spatial, m.hidden, m.heads, w.elem_bytes, m.sub_blocks()};
-  const LayerTraffic t = layer_traffic(strategy, shape, std::size_t(sp), 0);
-  for (const auto& o : t.ops)
-    p.layer_bytes = dsp::detail::checked_add(p.layer_bytes, dsp::detail::checked_mul(o.count, o.max_bytes));
-  p.layer_operations = t.operations();
-
-  const double fwd = layer_flops_per_token(m, w) * local_tokens;
-  p.compute_time = L * compute_time(c, fwd * passes);
-  p.model_flops = L * layer_flops_per_token(m, w) * (w.tokens() / sp) * 3;
-  const double comm = detail::layer_comm_time(c, g, t);
-  if (strategy == Strategy::ring) {
-    // Forward and recompute pass k, v; the backward k, v and dk, dv: each pass
-    // hides behind the attention over T it feeds (twice the math backward).
-    const double attn = compute_time(c, temporal_attention_flops_per_token(m, w) * local_tokens);
-    const double units = (w.recompute ? 2 : 1) + 2;
-    p.comm_time = L * units * std::max(0.0, comm - attn);
-  } else {
-    p.comm_time = L * (w.recompute ? 3 : 2) * comm;
-  }
-
-  // The DP exchange, from the cost model on a flat tensor of the parameters.
+/// Seconds per step of the DP exchange, from the cost model on a flat tensor
+/// of the parameters: ZeRO-2's reduce-scatter and all-gather, or (Megatron-SP)
+/// an all-reduce of each tensor-parallel shard's gradients.
+inline double dp_exchange_time(const Cluster& c, const Transformer& m, const Workload& w, Strategy strategy, int sp,
+                               int dp) {
+  if (dp <= 1) return 0;
   const std::size_t params = std::size_t(m.parameters());
-  if (dp > 1) {
-    const Group gd = strided_group(c, dp, sp);
-    if (strategy == Strategy::megatron_sp) {
-      const std::array<std::size_t, 1> shard{(params + std::size_t(sp) - 1) / std::size_t(sp)};
-      p.dp_time = all_reduce_time(
-          c, gd,
-          double(redistribute_plan<Partial<>, Replicated, 1>::cost(shard, w.elem_bytes, std::size_t(dp), 0).max_bytes));
-    } else {
-      const std::array<std::size_t, 1> all{params};
-      p.dp_time =
-          reduce_scatter_time(
-              c, gd,
-              double(
-                  redistribute_plan<Partial<>, Sharded<0>, 1>::cost(all, w.elem_bytes, std::size_t(dp), 0).max_bytes)) +
-          all_gather_time(
-              c, gd, double(transition_cost<Sharded<0>, Replicated>(all, w.elem_bytes, std::size_t(dp), 0).max_bytes));
-    }
+  const Group gd = strided_group(c, dp, sp);
+  if (strategy == Strategy::megatron_sp) {
+    const std::array<std::size_t, 1> shard{(params + std::size_t(sp) - 1) / std::size_t(sp)};
+    return all_reduce_time(
+        c, gd,
+        double(redistribute_plan<Partial<>, Replicated, 1>::cost(shard, w.elem_bytes, std::size_t(dp), 0).max_bytes));
   }
-  p.step_time = p.compute_time + p.comm_time + p.dp_time;
-  p.tokens_per_second = w.tokens() * dp / p.step_time;
+  const std::array<std::size_t, 1> all{params};
+  const auto rs = redistribute_plan<Partial<>, Sharded<0>, 1>::cost(all, w.elem_bytes, std::size_t(dp), 0);
+  const auto ag = transition_cost<Sharded<0>, Replicated>(all, w.elem_bytes, std::size_t(dp), 0);
+  return reduce_scatter_time(c, gd, double(rs.max_bytes)) + all_gather_time(c, gd, double(ag.max_bytes));
+}
 
-  // Memory per GPU.
+/// Bytes per GPU: model states (ZeRO-2: 2 bytes of parameters each plus 14
+/// sharded over DP; Megatron-SP: 16 sharded over SP), a checkpoint per
+/// layer, one layer's saved activations, and the strategy's buffers.
+inline double memory_per_gpu(const Transformer& m, const Workload& w, Strategy strategy, int sp, int dp,
+                             double local_tokens) {
+  const double C = double(m.hidden), e = double(w.elem_bytes), L = double(m.layers);
   const double P = m.parameters(), F = double(m.mlp_ratio) * C;
   const double states = strategy == Strategy::megatron_sp ? 16 * P / sp : 2 * P + 14 * P / dp;
   // Saved for the backward of one layer, per token: per self-attention its input,
@@ -391,7 +347,67 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
       break;
   }
   if (sp == 1) buffers = 0;  // nothing to communicate: every strategy is plain data parallelism
-  p.memory_bytes = w.resident_bytes + states + e * (checkpoints * local_tokens + act + buffers);
+  return w.resident_bytes + states + e * (checkpoints * local_tokens + act + buffers);
+}
+}  // namespace detail
+
+/// Predicts one training step of `m` on `w` with `strategy` over `sp` x `dp`
+/// GPUs of `c` (SP groups of consecutive GPUs, the DP axis across them).
+///
+/// Per layer: forward FLOPs x 3 (x 4 with recomputation) at the cluster's
+/// efficiency; the layer's SP traffic (layer_traffic, the busiest GPU) priced
+/// by the collective times, once forward, once backward and once more when
+/// recomputing; a ring's backward passes twice the bytes (k, v and dk, dv),
+/// and each ring pass hides behind the temporal attention it feeds. The DP
+/// exchange: ZeRO-2's reduce-scatter of the bf16 gradients and all-gather of
+/// the parameters (DSP, Ulysses, Ring), an all-reduce of each tensor-parallel
+/// shard's gradients (Megatron-SP), priced by dsp's cost model and not hidden.
+/// Memory: model states (ZeRO-2: 2 bytes of parameters each plus 14 sharded
+/// over DP; Megatron-SP: 16 sharded over SP), a checkpoint per layer, one
+/// layer's saved activations (flash attention: no score matrix), and each
+/// strategy's buffers (docs/cluster-model.md).
+inline Prediction predict(const Cluster& c, const Transformer& m, const Workload& w, Strategy strategy, int sp,
+                          int dp) {
+  check(c);
+  detail::check_prediction_args(m, w, sp, dp);
+  Prediction p;
+  p.strategy = strategy;
+  p.sp = sp, p.dp = dp;
+  p.why = detail::head_sharding_error(m, strategy, sp);
+  p.runs = p.why.empty();
+
+  const Group g = consecutive_group(c, sp);
+  const double L = double(m.layers);
+  // The busiest GPU holds ceil(T / SP) frames (dsp's partition: the first
+  // T % SP ranks hold one more); the work is set by it, the useful FLOPs by the average.
+  const double local_tokens =
+      double(w.batch) * double(w.spatial) * double(Partition{w.temporal, std::size_t(sp)}.count(0));
+  const double passes = w.recompute ? 4 : 3;  // FLOPs: forward, (recompute,) backward = 2 forwards
+
+  const LayerShape shape{w.batch, w.temporal, w.spatial, m.hidden, m.heads, w.elem_bytes, m.sub_blocks()};
+  const LayerTraffic t = layer_traffic(strategy, shape, std::size_t(sp), 0);
+  for (const auto& o : t.ops)
+    p.layer_bytes = dsp::detail::checked_add(p.layer_bytes, dsp::detail::checked_mul(o.count, o.max_bytes));
+  p.layer_operations = t.operations();
+
+  const double fwd = layer_flops_per_token(m, w) * local_tokens;
+  p.compute_time = L * compute_time(c, fwd * passes);
+  p.model_flops = L * layer_flops_per_token(m, w) * (w.tokens() / sp) * 3;
+  const double comm = detail::layer_comm_time(c, g, t);
+  if (strategy == Strategy::ring) {
+    // Forward and recompute pass k, v; the backward k, v and dk, dv: each pass
+    // hides behind the attention over T it feeds (twice the math backward).
+    const double attn = compute_time(c, temporal_attention_flops_per_token(m, w) * local_tokens);
+    const double units = (w.recompute ? 2 : 1) + 2;
+    p.comm_time = L * units * std::max(0.0, comm - attn);
+  } else {
+    p.comm_time = L * (w.recompute ? 3 : 2) * comm;
+  }
+  p.dp_time = detail::dp_exchange_time(c, m, w, strategy, sp, dp);
+  p.step_time = p.compute_time + p.comm_time + p.dp_time;
+  p.tokens_per_second = w.tokens() * dp / p.step_time;
+
+  p.memory_bytes = detail::memory_per_gpu(m, w, strategy, sp, dp, local_tokens);
   if (p.memory_bytes > c.memory_bytes) {
     p.fits = false;
     if (p.why.empty())

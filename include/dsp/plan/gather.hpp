@@ -5,8 +5,8 @@
 #pragma once
 
 #include <dsp/partition.hpp>
-#include <dsp/plan/runs.hpp>
 #include <dsp/plan/switch.hpp>
+#include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 
 #include <cstddef>

@@ -24,8 +24,8 @@
 #include <dsp/partition.hpp>
 #include <dsp/plan/cache.hpp>
 #include <dsp/plan/gather.hpp>
-#include <dsp/plan/runs.hpp>
 #include <dsp/plan/switch.hpp>
+#include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 #include <dsp/wire.hpp>
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <dsp/partition.hpp>
-#include <dsp/plan/runs.hpp>
+#include <dsp/plan/tasks.hpp>
 
 #include <cstddef>
 #include <span>

@@ -7,7 +7,7 @@
 
 #include <dsp/partition.hpp>
 #include <dsp/plan/cache.hpp>
-#include <dsp/plan/runs.hpp>
+#include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 
 #include <algorithm>

@@ -3,10 +3,9 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/comm/port.hpp>
 #include <dsp/comm/resources.hpp>
+#include <dsp/comm/runs.hpp>
 #include <dsp/error.hpp>
-#include <dsp/plan/runs.hpp>
 
 #include <mpi.h>
 
@@ -733,10 +732,5 @@ class BasicMpiCommunicator {
 using MpiCommunicator = BasicMpiCommunicator<>;
 
 static_assert(Communicator<MpiCommunicator>);
-
-#ifdef DSP_COMPILED
-// Its Port is compiled once, in the dsp::compiled library (engine/api.hpp).
-extern template class detail::PortOf<BasicMpiCommunicator<Kokkos::HostSpace>, Kokkos::HostSpace>;
-#endif
 
 }  // namespace dsp

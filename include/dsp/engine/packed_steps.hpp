@@ -7,9 +7,9 @@
 // operation run the same code.
 #pragma once
 
-#include <dsp/comm/port.hpp>
-#include <dsp/engine/engine.hpp>
-#include <dsp/engine/workspace.hpp>
+#include <dsp/core/buffers.hpp>
+#include <dsp/core/port.hpp>
+#include <dsp/engine/steps.hpp>
 #include <dsp/kernels/convert.hpp>
 #include <dsp/kernels/copy.hpp>
 #include <dsp/plan/packed.hpp>

@@ -6,7 +6,7 @@
 // groups, distribute).
 #pragma once
 
-#include <dsp/engine/agree.hpp>
+#include <dsp/core/agree.hpp>
 #include <dsp/error.hpp>
 
 #include <Kokkos_Core.hpp>

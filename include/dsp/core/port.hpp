@@ -11,9 +11,10 @@
 
 #include <dsp/comm/concepts.hpp>
 #include <dsp/comm/resources.hpp>
+#include <dsp/comm/self.hpp>
+#include <dsp/core/type_name.hpp>
 #include <dsp/error.hpp>
-#include <dsp/plan/runs.hpp>
-#include <dsp/type_name.hpp>
+#include <dsp/plan/tasks.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -211,3 +212,11 @@ class PortOf final : public PortOn<M> {
 };
 
 }  // namespace dsp::detail
+
+#ifdef DSP_COMPILED
+namespace dsp::detail {
+// The one-rank communicator's Port is compiled once, in the dsp::compiled
+// library (src/compiled.cpp); the MPI communicator's is declared in mpi.hpp.
+extern template class PortOf<BasicSelfCommunicator<Kokkos::HostSpace>, Kokkos::HostSpace>;
+}  // namespace dsp::detail
+#endif

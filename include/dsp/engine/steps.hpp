@@ -2,26 +2,26 @@
 // dsp: the engine's building blocks: the prepare and execute phases of one
 // collective on one communicator (a switch, a gather, a reduction, a local
 // copy) and the scatter or broadcast from a root. Generic only in the memory
-// space: the communicator is a Port (comm/port.hpp), elements are bytes, so
+// space: the communicator is a Port (core/port.hpp), elements are bytes, so
 // every backend, element type and tensor rank shares this code. The whole
 // operation (agreement, several tensors, several mesh steps, split-phase) is
-// engine/operation.hpp.
+// engine/run.hpp (and engine/flight.hpp).
 //
 // Each collective runs in three phases:
 //   prepare  plan (cached) and reserve workspace; a local failure is recorded,
 //            not thrown, so that it can reach every rank;
-//   agree    one small all-gather of signatures (engine/agree.hpp): every
+//   agree    one small all-gather of signatures (core/agree.hpp): every
 //            rank returns, or every rank throws;
 //   execute  kernels and the one collective; nothing here fails locally,
 //            except the backend itself.
 // Data flows one way: front end -> engine -> plans, kernels, communicator.
 #pragma once
 
-#include <dsp/comm/port.hpp>
-#include <dsp/engine/agree.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/buffers.hpp>
+#include <dsp/core/exclusive.hpp>
+#include <dsp/core/port.hpp>
 #include <dsp/engine/api.hpp>
-#include <dsp/engine/exclusive.hpp>
-#include <dsp/engine/workspace.hpp>
 #include <dsp/error.hpp>
 #include <dsp/kernels/copy.hpp>
 #include <dsp/plan/gather.hpp>

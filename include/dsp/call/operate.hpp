@@ -7,16 +7,17 @@
 // file instantiates per call is this, not the engine.
 #pragma once
 
-#include <dsp/engine/agree.hpp>
+#include <dsp/call/ports.hpp>
+#include <dsp/config.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/buffers.hpp>
 #include <dsp/engine/api.hpp>
-#include <dsp/engine/workspace.hpp>
-#include <dsp/group.hpp>
 #include <dsp/half.hpp>
 #if DSP_ENGINE_DEFINITIONS
 #include <dsp/kernels/convert.hpp>
 #endif
 #include <dsp/layout.hpp>
-#include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/mesh_plan.hpp>
 #include <dsp/tensor.hpp>
 #include <dsp/wire.hpp>
 
@@ -35,7 +36,8 @@
 // The engine's definitions (engine/api.hpp says when: not with DSP_COMPILED
 // on a host-only Kokkos, whose engine is all in the dsp::compiled library).
 #if DSP_ENGINE_DEFINITIONS
-#include <dsp/engine/operation.hpp>
+#include <dsp/engine/flight.hpp>
+#include <dsp/engine/run.hpp>
 #endif
 
 namespace dsp::detail {
@@ -181,10 +183,6 @@ constexpr int reduce_type_code() {
   else return -1;
 }
 
-/// The placement codes of a layout, one per mesh axis (one for a placement).
-template <class L>
-inline constexpr auto codes_v = placement_codes<L>::value;
-
 /// Whether some low-precision wire carries X's element type (which one: a
 /// run-time check, wire_carries, since the wire is a value).
 template <class X>
@@ -230,16 +228,29 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   for (std::size_t a = 0; a < shape.size(); ++a) t.mesh_shape[a] = shape[a];
 }
 
-/// The facts of a call on tensors xs into ys (tuples of references) running
-/// `plan`: everything the untyped half (run_call, start_call) needs.
+/// A call as its front end describes it: the operation, its plan, and what
+/// the agreement check shows of it. Filled with designated initializers:
+///   Call<1>{.op = Op::gather, .plan = &plan, .from = {long(d)}, .dst = -1, .loc = loc}
+template <std::size_t K>
+struct Call {
+  Op op = Op::redistribute;
+  const MeshPlan<K>* plan = nullptr;  // the steps (a static constexpr plan)
+  std::array<long, K> from{};         // the input placement, one code per mesh axis
+  long dst = 0;                       // the target placement, one code (a switch's D; gather: Replicated)
+  const long* dst_codes = nullptr;    // or one code per axis (a redistribution; K of them, static)
+  long arg = 0;                       // what else the ranks must agree on: a batch's size, the algorithm setting
+  std::source_location loc;           // the call site
+};
+
+/// The facts of call `c` on tensors xs into ys (tuples of references):
+/// everything the untyped half (run_call, start_call) needs.
 template <class Xs, class Ys, class W, std::size_t K, std::size_t... I>
-void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, Op op, long dst, const Xs& xs, const Ys& ys,
-                W wire, const MeshPlan<K>& plan, const std::array<long, K>& from, const std::source_location& loc,
-                long arg, const long* dst_codes, std::index_sequence<I...>) {
+void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, const Call<K>& c, const Xs& xs, const Ys& ys,
+                W wire, std::index_sequence<I...>) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using T0 = typename X0::value_type;
   const X0& x0 = std::get<0>(xs);
-  f.op = op, f.dst = dst, f.arg = arg, f.dst_codes = dst_codes, f.wire = wire_value(wire), f.loc = loc;
+  f.op = c.op, f.dst = c.dst, f.arg = c.arg, f.dst_codes = c.dst_codes, f.wire = wire_value(wire), f.loc = c.loc;
   f.n = sizeof...(I);
   f.tensor_rank = X0::rank;
   f.rank = x0.communicator().rank();
@@ -262,36 +273,30 @@ void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, Op op, 
   f.t = tf.data();
   constexpr int rt = reduce_type_code<T0>();
   f.rtype = static_cast<ReduceType>(rt < 0 ? 0 : rt);
-  f.steps = plan.steps.data(), f.n_steps = plan.size;
-  f.from = from.data(), f.axes = K;
+  f.steps = c.plan->steps.data(), f.n_steps = c.plan->size;
+  f.from = c.from.data(), f.axes = K;
 }
 
-/// Runs the operation of `plan` on tensors xs into ys (tuples of
-/// references), blocking. Collective over their group.
-template <class Xs, class Ys, class W, std::size_t K>
-void operate(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const MeshPlan<K>& plan,
-             const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
-             const long* dst_codes = nullptr) {
+/// Runs call `c` on tensors xs into ys (tuples of references), blocking.
+/// Collective over their group.
+template <std::size_t K, class Xs, class Ys, class W>
+void operate(const Call<K>& c, const Xs& xs, const Ys& ys, W wire) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   CallFacts f;
   std::array<TensorFacts, std::tuple_size_v<Xs>> tf;
-  call_facts(f, tf, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
-             std::make_index_sequence<std::tuple_size_v<Xs>>{});
+  call_facts(f, tf, c, xs, ys, wire, std::make_index_sequence<std::tuple_size_v<Xs>>{});
   GroupPorts<typename X0::communicator_type, typename X0::memory_space> ports(std::get<0>(xs).communicator());
   run_call<typename X0::memory_space>(ports.group(), f);
 }
 
-/// Starts the operation of `plan` (split-phase); as operate.
-template <class Xs, class Ys, class W, std::size_t K>
-auto start(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const MeshPlan<K>& plan,
-           const std::array<long, K>& from, const std::source_location& loc, long arg = 0,
-           const long* dst_codes = nullptr) {
+/// Starts call `c` (split-phase); as operate.
+template <std::size_t K, class Xs, class Ys, class W>
+auto start(const Call<K>& c, const Xs& xs, const Ys& ys, W wire) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using M = typename X0::memory_space;
   CallFacts f;
   std::array<TensorFacts, std::tuple_size_v<Xs>> tf;
-  call_facts(f, tf, op, dst, xs, ys, wire, plan, from, loc, arg, dst_codes,
-             std::make_index_sequence<std::tuple_size_v<Xs>>{});
+  call_facts(f, tf, c, xs, ys, wire, std::make_index_sequence<std::tuple_size_v<Xs>>{});
   auto ports = std::make_shared<GroupPorts<typename X0::communicator_type, M>>(std::get<0>(xs).communicator());
   const OpGroup<M>& g = ports->group();
   return start_call<M>(g, std::move(ports), f);

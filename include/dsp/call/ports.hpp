@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// dsp: a group of ranks as the front ends see it. A plain communicator is a
-// mesh of one axis; dsp::Mesh (mesh.hpp) specializes group_traits for itself.
-// GroupPorts turns either into the Ports the engine runs on.
+// dsp: the Ports of a group, what the type-erased engine runs on: the world
+// communicator's and one per mesh axis.
 #pragma once
 
-#include <dsp/comm/port.hpp>
+#include <dsp/core/group_traits.hpp>
+#include <dsp/core/port.hpp>
 #include <dsp/engine/api.hpp>
-#include <dsp/plan/redistribute.hpp>
 
 #include <array>
 #include <cstddef>
@@ -15,19 +14,7 @@
 
 namespace dsp::detail {
 
-/// A plain communicator seen as a mesh of one axis.
-template <class G>
-struct group_traits {  // a Communicator
-  static constexpr std::size_t axes = 1;
-  using comm_type = G;
-  static const G& world(const G& g) { return g; }
-  static const G& axis(const G& g, std::size_t) { return g; }
-  // Spelled out: nvcc's front end (13.0) drops the braces of `return {g.size()};`.
-  static std::array<int, 1> shape(const G& g) { return std::array<int, 1>{{g.size()}}; }
-  static std::array<int, 1> coords(const G& g) { return std::array<int, 1>{{g.rank()}}; }
-};
-
-/// The Ports of a group (engine/operation.hpp's OpGroup points into it): the
+/// The Ports of a group (engine/api.hpp's OpGroup points into it): the
 /// world communicator's, and one per mesh axis; a plain communicator is its
 /// own only axis (one port).
 template <class G, class M>

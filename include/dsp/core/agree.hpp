@@ -15,14 +15,14 @@
 #pragma once
 
 #include <dsp/comm/concepts.hpp>
-#include <dsp/comm/port.hpp>
+#include <dsp/core/port.hpp>
+#include <dsp/core/type_name.hpp>
 #include <dsp/error.hpp>
 #include <dsp/extents.hpp>
 #include <dsp/layout.hpp>
-#include <dsp/plan/redistribute.hpp>
+#include <dsp/plan/mesh_plan.hpp>
 #include <dsp/plan/switch.hpp>
 #include <dsp/settings.hpp>
-#include <dsp/type_name.hpp>
 #include <dsp/wire.hpp>
 
 #include <array>
@@ -287,22 +287,6 @@ Signature make_signature(Op op, std::span<const std::size_t> e, long src_layout,
   return s;
 }
 
-inline std::string layout_text(std::int64_t code) {
-  if (code >= 0) return "Sharded<" + std::to_string(code) + ">";
-  if (code == kPartialSum) return "Partial<Sum>";
-  if (code == kPartialMax) return "Partial<Max>";
-  if (code == kPartialMin) return "Partial<Min>";
-  return "Replicated";
-}
-
-/// A placement as text: one layout, or Axes<...> on a mesh of `axes` axes.
-inline std::string layout_text(const std::int64_t* codes, std::uint32_t axes) {
-  if (axes == 0) return layout_text(codes[0]);
-  std::string t = "Axes<";
-  for (std::uint32_t a = 0; a < axes && a < kMaxAxes; ++a) t += (a ? ", " : "") + layout_text(codes[a]);
-  return t + ">";
-}
-
 [[gnu::cold]] inline std::string shape_text(const Signature& s) {
   std::string t = "[";
   for (std::uint32_t a = 0; a < s.mesh_axes && a < kMaxAxes; ++a)
@@ -429,6 +413,79 @@ inline Digest digest_of(const Signature& s) {
   return d;
 }
 
+/// One field of a Signature the agreement can name: what it is called, its
+/// value as text, and (where the text may hide a difference) a key to compare.
+struct SignatureField {
+  const char* what;
+  std::string (*text)(const Signature&);
+  std::uint64_t (*key)(const Signature&) = nullptr;
+};
+
+[[gnu::cold]] inline std::string u64_text(std::uint64_t v) { return std::to_string(v); }
+[[gnu::cold]] inline std::string arg_text(const Signature& s) { return std::to_string(s.arg); }
+
+/// The fields in the order a disagreement is reported (the first that differs).
+[[gnu::cold]] inline std::span<const SignatureField> signature_fields() {
+  static const SignatureField fields[] = {
+      {"the ranks called different operations", [](const Signature& s) { return std::string(op_name(s.op)); },
+       [](const Signature& s) { return std::uint64_t(s.op); }},
+      {"mesh shapes disagree", shape_text},
+      {"tensor ranks disagree", [](const Signature& s) { return u64_text(s.tensor_rank); },
+       [](const Signature& s) { return std::uint64_t(s.tensor_rank); }},
+      {"element types disagree",
+       [](const Signature& s) { return std::string(s.type) + " (" + u64_text(s.elem_bytes) + " bytes)"; },
+       [](const Signature& s) { return std::uint64_t(s.type_hash ^ s.elem_bytes); }},
+      {"global extents disagree", extents_text},
+      {"input layouts disagree", [](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); }},
+      {"target layouts disagree", [](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); }},
+      {"root ranks disagree", [](const Signature& s) { return std::to_string(s.root); },
+       [](const Signature& s) { return std::uint64_t(s.root); }},
+      {"arguments disagree", arg_text, [](const Signature& s) { return std::uint64_t(s.arg); }},
+      {"wire types disagree", [](const Signature& s) { return std::string(wire_name(Wire(s.wire))); },
+       [](const Signature& s) { return std::uint64_t(s.wire); }},
+      {"planning modes disagree (dsp::set_planning or DSP_PLANNING)",
+       [](const Signature& s) { return std::string(to_string(Planning(s.planning))); },
+       [](const Signature& s) { return std::uint64_t(s.planning); }},
+      {"agreement modes disagree (dsp::set_agreement_mode or DSP_AGREEMENT_MODE)",
+       [](const Signature& s) { return std::string(to_string(AgreementMode(s.mode))); },
+       [](const Signature& s) { return std::uint64_t(s.mode); }},
+      {"the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
+       "DSP_SWITCH_ALGORITHM set differently across ranks?)",
+       [](const Signature& s) { return std::string(path_name(s.path)); },
+       [](const Signature& s) { return std::uint64_t(s.path); }},
+      {"the ranks reached this collective from different call sites (a rank that skipped a collective is "
+       "at its next one; if different places are intended, dsp::set_call_site_checks(false) or "
+       "DSP_CALL_SITE_CHECKS=0 turns this check off)",
+       site_text, [](const Signature& s) { return s.site_hash; }},
+  };
+  return fields;
+}
+
+/// Whether some rank's value of field f differs from rank 0's.
+[[gnu::cold]] inline bool field_differs(const std::vector<Signature>& all, const SignatureField& f) {
+  if (f.key) {
+    for (const Signature& b : all)
+      if (f.key(b) != f.key(all[0])) return true;
+    return false;
+  }
+  const std::string first = f.text(all[0]);
+  for (const Signature& b : all)
+    if (f.text(b) != first) return true;
+  return false;
+}
+
+/// The ranks' values of field f (the first 16).
+[[gnu::cold]] inline std::string field_list(const std::vector<Signature>& all, const SignatureField& f) {
+  std::string t;
+  const std::size_t shown = all.size() < 16 ? all.size() : 16;
+  for (std::size_t r = 0; r < shown; ++r) {
+    if (r) t += ", ";
+    t += "rank " + std::to_string(r) + " " + f.text(all[r]);
+  }
+  if (shown < all.size()) t += ", ... (" + std::to_string(all.size() - shown) + " more ranks)";
+  return t;
+}
+
 // The first field on which some rank differs from rank 0, described with
 // the ranks' values (the first 16), or "" when all agree.
 [[gnu::cold]] inline std::string describe_disagreement(const std::vector<Signature>& all) {
@@ -436,61 +493,14 @@ inline Digest digest_of(const Signature& s) {
   bool all_same = true;
   for (const Signature& b : all) all_same = all_same && same_call(a, b);
   if (all_same) return "";
-  auto list = [&](auto field) {
-    std::string t;
-    const std::size_t shown = all.size() < 16 ? all.size() : 16;
-    for (std::size_t r = 0; r < shown; ++r)
-      t += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " " + field(all[r]);
-    if (shown < all.size()) t += ", ... (" + std::to_string(all.size() - shown) + " more ranks)";
-    return t;
-  };
-  auto differs = [&](auto field) {
-    for (const Signature& b : all)
-      if (!(field(b) == field(a))) return true;
-    return false;
-  };
   for (const Signature& b : all)
     if (b.magic != a.magic || b.comm_size != a.comm_size)
       return "the ranks are not running the same dsp operation on one communicator";
-  if (differs([](const Signature& s) { return s.op; }))
-    return "the ranks called different operations: " +
-           list([](const Signature& s) { return std::string(op_name(s.op)); });
-  if (differs([](const Signature& s) { return shape_text(s); })) return "mesh shapes disagree: " + list(shape_text);
-  if (differs([](const Signature& s) { return s.tensor_rank; }))
-    return "tensor ranks disagree: " + list([](const Signature& s) { return std::to_string(s.tensor_rank); });
-  if (differs([](const Signature& s) { return s.type_hash ^ s.elem_bytes; }))
-    return "element types disagree: " + list([](const Signature& s) {
-             return std::string(s.type) + " (" + std::to_string(s.elem_bytes) + " bytes)";
-           });
-  if (differs([](const Signature& s) { return extents_text(s); }))
-    return "global extents disagree: " + list(extents_text);
-  if (differs([](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); }))
-    return "input layouts disagree: " + list([](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); });
-  if (differs([](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); }))
-    return "target layouts disagree: " +
-           list([](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); });
-  if (differs([](const Signature& s) { return s.root; }))
-    return "root ranks disagree: " + list([](const Signature& s) { return std::to_string(s.root); });
-  if (differs([](const Signature& s) { return s.arg; }))
-    return std::string(static_cast<Op>(a.op) == Op::make_groups ? "sequence-parallel sizes" : "arguments") +
-           " disagree: " + list([](const Signature& s) { return std::to_string(s.arg); });
-  if (differs([](const Signature& s) { return s.wire; }))
-    return "wire types disagree: " + list([](const Signature& s) { return std::string(wire_name(Wire(s.wire))); });
-  if (differs([](const Signature& s) { return s.planning; }))
-    return "planning modes disagree (dsp::set_planning or DSP_PLANNING): " +
-           list([](const Signature& s) { return std::string(to_string(Planning(s.planning))); });
-  if (differs([](const Signature& s) { return s.mode; }))
-    return "agreement modes disagree (dsp::set_agreement_mode or DSP_AGREEMENT_MODE): " +
-           list([](const Signature& s) { return std::string(to_string(AgreementMode(s.mode))); });
-  if (differs([](const Signature& s) { return s.path; }))
-    return "the ranks resolved different communication algorithms (is dsp::set_switch_algorithm or "
-           "DSP_SWITCH_ALGORITHM set differently across ranks?): " +
-           list([](const Signature& s) { return std::string(path_name(s.path)); });
-  if (differs([](const Signature& s) { return s.site_hash; }))
-    return "the ranks reached this collective from different call sites (a rank that skipped a collective is "
-           "at its next one; if different places are intended, dsp::set_call_site_checks(false) or "
-           "DSP_CALL_SITE_CHECKS=0 turns this check off): " +
-           list(site_text);
+  for (const SignatureField& f : signature_fields()) {
+    if (!field_differs(all, f)) continue;
+    const bool groups = f.text == &arg_text && static_cast<Op>(a.op) == Op::make_groups;
+    return std::string(groups ? "sequence-parallel sizes disagree" : f.what) + ": " + field_list(all, f);
+  }
   return "";
 }
 
@@ -516,6 +526,53 @@ inline Deadline deadline_after(std::chrono::milliseconds d) {
 /// compare); all ranks return the same.
 DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_error);
 #if DSP_FUNC_BODIES
+/// The agreement's control all-gather, under the collective deadline when
+/// one is set: a rank that gave up waiting poisons the communicator and
+/// raises TimeoutError naming the ranks that did not come.
+inline void agreement_gather(Port& comm, const char* op, const void* send, void* recv, std::size_t bytes) {
+  const auto deadline = comm.caps().deadline ? collective_deadline() : std::chrono::milliseconds(0);
+  if (deadline.count() <= 0) return comm.control_all_gather(send, recv, bytes);
+  const std::vector<int> missing = comm.control_all_gather_until(send, recv, bytes, deadline_after(deadline));
+  if (missing.empty()) return;
+  comm.resources().poison();  // whatever the backend did: its messages may still be in flight
+  std::string who;
+  for (std::size_t k = 0; k < missing.size() && k < 16; ++k) {
+    if (k) who += ", ";
+    who += std::to_string(missing[k]);
+  }
+  if (missing.size() > 16) who += ", ...";
+  throw TimeoutError(std::string(op) + ": rank(s) " + who + " of " + std::to_string(comm.size()) +
+                     " did not reach this collective within " + std::to_string(deadline.count()) +
+                     " ms (dsp::set_collective_deadline); nothing was communicated, and this communicator "
+                     "cannot be used any more");
+}
+
+/// Raises MismatchError naming the first rank whose digest carries a failure.
+inline void raise_peer_failure(std::span<const Digest> all, const Signature& mine) {
+  for (std::size_t r = 0; r < all.size(); ++r)
+    if (const Digest& o = all[r]; o.status != 0) {
+      // A failure after the start of a split-phase operation: messages did move.
+      const bool in_flight = static_cast<Status>(o.status) == Status::failed_in_flight;
+      throw MismatchError(std::string(op_name(mine.op)) + ": rank " + std::to_string(r) +
+                          " could not take part because " + status_text(o.status) +
+                          (in_flight ? "; the input is unchanged, the output is incomplete"
+                                     : "; " + std::string(nothing_done(mine.op))));
+    }
+}
+
+/// Some rank's call differs (every rank saw the same digests, so every rank
+/// comes here): the whole signatures, exchanged to say how they differ.
+[[noreturn]] inline void raise_disagreement(Port& comm, const Signature& mine) {
+  Signature full = mine;
+  full.comm_size = static_cast<std::uint64_t>(comm.size());
+  thread_local std::vector<Signature> sigs;
+  sigs.assign(static_cast<std::size_t>(comm.size()), Signature{});
+  agreement_gather(comm, op_name(mine.op), &full, sigs.data(), sizeof(Signature));
+  std::string why = describe_disagreement(sigs);
+  if (why.empty()) why = "the ranks' calls differ in a field dsp cannot name (their digests differ)";
+  throw MismatchError(std::string(op_name(mine.op)) + ": " + why + "; " + nothing_done(mine.op));
+}
+
 DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_error) {
   if (mine.status == 0 && !settings_ok()) {
     // A bad setting from the environment fails here, before communicating,
@@ -543,60 +600,23 @@ DSP_FUNC bool agree(Port& comm, const Signature& mine, const std::string& local_
   }
   thread_local std::vector<Digest> all;
   all.assign(static_cast<std::size_t>(n), Digest{});
-  const char* op = op_name(mine.op);
-  // Both exchanges below honour the deadline: a rank that got every digest
-  // may meet, in the second one, a rank that gave up in the first.
-  const auto gather = [&](const void* send, void* recv, std::size_t bytes) {
-    if (comm.caps().deadline) {
-      if (const auto deadline = collective_deadline(); deadline.count() > 0) {
-        const std::vector<int> missing = comm.control_all_gather_until(send, recv, bytes, deadline_after(deadline));
-        if (missing.empty()) return;
-        comm.resources().poison();  // whatever the backend did: its messages may still be in flight
-        std::string who;
-        for (std::size_t k = 0; k < missing.size() && k < 16; ++k) who += (k ? ", " : "") + std::to_string(missing[k]);
-        if (missing.size() > 16) who += ", ...";
-        throw TimeoutError(std::string(op) + ": rank(s) " + who + " of " + std::to_string(n) +
-                           " did not reach this collective within " + std::to_string(deadline.count()) +
-                           " ms (dsp::set_collective_deadline); nothing was communicated, and this communicator "
-                           "cannot be used any more");
-      }
-    }
-    comm.control_all_gather(send, recv, bytes);
-  };
-  gather(&d, all.data(), sizeof(Digest));
+  // Both exchanges honour the deadline: a rank that got every digest may
+  // meet, in the second one, a rank that gave up in the first.
+  agreement_gather(comm, op_name(mine.op), &d, all.data(), sizeof(Digest));
   if (mine.status != 0) throw_local(mine.status, local_error);
-  for (int r = 0; r < n; ++r)
-    if (const Digest& o = all[std::size_t(r)]; o.status != 0) {
-      // A failure after the start of a split-phase operation: messages did move.
-      const bool in_flight = static_cast<Status>(o.status) == Status::failed_in_flight;
-      throw MismatchError(std::string(op) + ": rank " + std::to_string(r) + " could not take part because " +
-                          status_text(o.status) +
-                          (in_flight ? "; the input is unchanged, the output is incomplete"
-                                     : "; " + std::string(nothing_done(mine.op))));
-    }
+  raise_peer_failure(all, mine);
   bool same = true, plans = true;
   for (const Digest& o : all) {
     plans = plans && o.plan == d.plan;
     if (o.magic != d.magic || o.comm_size != d.comm_size)
-      throw MismatchError(std::string(op) +
+      throw MismatchError(std::string(op_name(mine.op)) +
                           ": the ranks are not running the same dsp operation on one communicator; nothing was "
                           "communicated and the input is unchanged");
     same = same && o.op == d.op && o.hash[0] == d.hash[0] && o.hash[1] == d.hash[1];
   }
-  if (same) {
-    if (once && plans) comm.resources().remember_agreed(key);
-    return plans;
-  }
-  // Some rank's call differs. Every rank saw the same table, so every rank
-  // takes this second exchange: the whole signatures, to say how they differ.
-  Signature full = mine;
-  full.comm_size = static_cast<std::uint64_t>(n);
-  thread_local std::vector<Signature> sigs;
-  sigs.assign(static_cast<std::size_t>(n), Signature{});
-  gather(&full, sigs.data(), sizeof(Signature));
-  std::string why = describe_disagreement(sigs);
-  if (why.empty()) why = "the ranks' calls differ in a field dsp cannot name (their digests differ)";
-  throw MismatchError(std::string(op) + ": " + why + "; " + nothing_done(mine.op));
+  if (!same) raise_disagreement(comm, mine);
+  if (once && plans) comm.resources().remember_agreed(key);
+  return plans;
 }
 
 #endif

@@ -11,13 +11,14 @@
 // part among themselves.
 #pragma once
 
-#include <dsp/comm/port.hpp>
-#include <dsp/engine/agree.hpp>
-#include <dsp/engine/engine.hpp>
-#include <dsp/engine/workspace.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/buffers.hpp>
+#include <dsp/core/port.hpp>
+#include <dsp/engine/api.hpp>
+#include <dsp/engine/steps.hpp>
 #include <dsp/kernels/copy.hpp>
 #include <dsp/partition.hpp>
-#include <dsp/plan/runs.hpp>
+#include <dsp/plan/tasks.hpp>
 
 #include <algorithm>
 #include <array>
@@ -28,20 +29,6 @@
 #include <vector>
 
 namespace dsp::detail {
-
-/// A box of a tensor: offset and count per dim.
-struct RBox {
-  std::array<std::size_t, kMaxRank> off{}, cnt{};
-};
-
-/// What each rank of the parent says about itself.
-struct ReshardDesc {
-  std::uint32_t has_x = 0, has_y = 0;
-  std::uint64_t x_group = 0, y_group = 0;  // the ranks of x's and y's groups (where held)
-  std::uint64_t rank = 0;                  // tensor rank
-  std::uint64_t extents[kMaxRank] = {};
-  RBox x, y;
-};
 
 inline std::size_t box_elems(const RBox& b, std::size_t rank) {
   std::size_t n = 1;
@@ -151,80 +138,89 @@ struct ReshardPlan {
   std::vector<std::size_t> sent_by;  // elements each parent rank sends to others (the cost model)
 };
 
-/// Checks the descriptions (the same on every rank, so the verdict is) and
-/// plans rank `me`'s part. Returns why the call is invalid ("" when it is
-/// not); `mismatch`: because ranks disagree.
-inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, ReshardPlan& plan, bool& mismatch) {
-  mismatch = false;
+/// A description's global extents as text, "[a,b,c]".
+inline std::string reshard_extents_text(const ReshardDesc& d) {
+  std::string t = "[";
+  for (std::size_t e = 0; e < d.rank && e < kMaxRank; ++e) {
+    if (e) t += ',';
+    t += std::to_string(d.extents[e]);
+  }
+  return t + "]";
+}
+
+/// Some rank passes x and some y, and every rank that passes one agrees on
+/// the global extents with the first (`first`, set). Returns why not.
+inline std::string reshard_extents_error(std::span<const ReshardDesc> all, std::size_t& first, bool& mismatch) {
   const std::size_t n = all.size();
-  std::size_t first = n;
-  for (std::size_t r = 0; r < n; ++r)
-    if ((all[r].has_x || all[r].has_y) && first == n) first = r;
+  first = n;
   bool any_x = false, any_y = false;
-  for (const ReshardDesc& d : all) any_x = any_x || d.has_x, any_y = any_y || d.has_y;
+  for (std::size_t r = 0; r < n; ++r) {
+    if ((all[r].has_x || all[r].has_y) && first == n) first = r;
+    any_x = any_x || all[r].has_x, any_y = any_y || all[r].has_y;
+  }
   if (!any_x || !any_y)
     return std::string("no rank passed ") + (!any_x ? "a source tensor (x)" : "a target tensor (y)") +
            ": every rank of the parent passes nullptr for it";
   const ReshardDesc& f = all[first];
-  const std::size_t rank = f.rank;
-  auto ext_text = [](const ReshardDesc& d) {
-    std::string t = "[";
-    for (std::size_t e = 0; e < d.rank && e < kMaxRank; ++e) {
-      if (e) t += ',';
-      t += std::to_string(d.extents[e]);
-    }
-    return t + "]";
-  };
   for (std::size_t r = 0; r < n; ++r) {
     const ReshardDesc& d = all[r];
     if (!d.has_x && !d.has_y) continue;
     bool same = d.rank == f.rank;
-    for (std::size_t e = 0; same && e < rank; ++e) same = d.extents[e] == f.extents[e];
+    for (std::size_t e = 0; same && e < f.rank; ++e) same = d.extents[e] == f.extents[e];
     mismatch = !same;
     if (!same)
-      return "global extents disagree: rank " + std::to_string(first) + " " + ext_text(f) + ", rank " +
-             std::to_string(r) + " " + ext_text(d);
+      return "global extents disagree: rank " + std::to_string(first) + " " + reshard_extents_text(f) + ", rank " +
+             std::to_string(r) + " " + reshard_extents_text(d);
   }
-  // Every rank of each tensor's group passes it, and the parent holds the
-  // whole group: a group rank that passed nullptr would miss data (x) or
-  // keep stale data (y), and a parent smaller than a group cannot hold it.
-  for (const bool src : {true, false}) {
-    const char* name = src ? "x" : "y";
-    std::size_t holders = 0, group = 0, first_holder = n;
-    for (std::size_t r = 0; r < n; ++r) {
-      if (!(src ? all[r].has_x : all[r].has_y)) continue;
-      const std::size_t g = src ? all[r].x_group : all[r].y_group;
-      if (holders == 0) group = g, first_holder = r;
-      ++holders;
-      if (g != group) {
-        mismatch = true;
-        return std::string("the ranks that passed ") + name + " disagree on its group's size: rank " +
-               std::to_string(first_holder) + " " + std::to_string(group) + ", rank " + std::to_string(r) + " " +
-               std::to_string(g) + " (do they pass one tensor?)";
-      }
-    }
-    if (holders == group) continue;
-    std::string why = std::string(name) + " lives on a group of " + std::to_string(group) + " ranks, but " +
-                      std::to_string(holders) + " rank" + (holders == 1 ? "" : "s") + " of the parent passed it: ";
-    if (n < group)
-      return why + "the parent (" + std::to_string(n) + " ranks) is smaller than " + name +
-             "'s group; pass a parent that contains every rank of both groups";
-    return why + "every rank of " + name + "'s group must pass it (" +
-           (src ? "the others hold data no rank would send)" : "a rank that passes nullptr would keep stale data)") +
-           ", and the parent must contain the whole group";
-  }
-  // Source boxes: distinct ones, each with its holders (ascending ranks);
-  // two holders' boxes are equal or disjoint.
-  struct Group {
-    RBox box;
-    std::vector<int> holders;
-  };
-  std::vector<Group> groups;
-  std::size_t covered = 0;
+  return "";
+}
+
+/// Every rank of x's (src) or y's group passes it, and the parent holds the
+/// whole group: a group rank that passed nullptr would miss data (x) or keep
+/// stale data (y), and a parent smaller than a group cannot hold it.
+inline std::string reshard_group_error(std::span<const ReshardDesc> all, bool src, bool& mismatch) {
+  const std::size_t n = all.size();
+  const char* name = src ? "x" : "y";
+  std::size_t holders = 0, group = 0, first_holder = n;
   for (std::size_t r = 0; r < n; ++r) {
+    if (!(src ? all[r].has_x : all[r].has_y)) continue;
+    const std::size_t g = src ? all[r].x_group : all[r].y_group;
+    if (holders == 0) group = g, first_holder = r;
+    ++holders;
+    if (g != group) {
+      mismatch = true;
+      return std::string("the ranks that passed ") + name + " disagree on its group's size: rank " +
+             std::to_string(first_holder) + " " + std::to_string(group) + ", rank " + std::to_string(r) + " " +
+             std::to_string(g) + " (do they pass one tensor?)";
+    }
+  }
+  if (holders == group) return "";
+  std::string why = std::string(name) + " lives on a group of " + std::to_string(group) + " ranks, but " +
+                    std::to_string(holders) + " rank" + (holders == 1 ? "" : "s") + " of the parent passed it: ";
+  if (n < group)
+    return why + "the parent (" + std::to_string(n) + " ranks) is smaller than " + name +
+           "'s group; pass a parent that contains every rank of both groups";
+  return why + "every rank of " + name + "'s group must pass it (" +
+         (src ? "the others hold data no rank would send)" : "a rank that passes nullptr would keep stale data)") +
+         ", and the parent must contain the whole group";
+}
+
+/// A distinct source box and its holders (ascending ranks).
+struct SourceGroup {
+  RBox box;
+  std::vector<int> holders;
+};
+
+/// The distinct source boxes; two holders' boxes must be equal or disjoint,
+/// and together cover the tensor. Returns why not.
+inline std::string source_groups(std::span<const ReshardDesc> all, const ReshardDesc& f,
+                                 std::vector<SourceGroup>& groups) {
+  const std::size_t rank = f.rank;
+  std::size_t covered = 0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
     if (!all[r].has_x) continue;
     bool placed = false;
-    for (Group& g : groups) {
+    for (SourceGroup& g : groups) {
       if (same_box(g.box, all[r].x, rank)) {
         g.holders.push_back(int(r));
         placed = true;
@@ -244,19 +240,25 @@ inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, Reshar
   if (covered != total)
     return "the source blocks cover " + std::to_string(covered) + " of the tensor's " + std::to_string(total) +
            " elements: x must be passed by every rank of its group";
+  return "";
+}
+
+/// Rank `me`'s part of the exchange. Receivers in rank order; for each, the
+/// source groups in order: a holder's part goes into its send buffer in that
+/// order, and into the receiver's buffer in (sender rank, group) order.
+inline void plan_reshard_exchange(std::span<const ReshardDesc> all, std::size_t rank, int me,
+                                  const std::vector<SourceGroup>& groups, ReshardPlan& plan) {
+  const std::size_t n = all.size();
   plan.send_counts.assign(n, 0), plan.send_displs.assign(n, 0);
   plan.recv_counts.assign(n, 0), plan.recv_displs.assign(n, 0);
   plan.sent_by.assign(n, 0);
   std::vector<std::size_t> recv_total(n, 0);
   const ReshardDesc& mine = all[std::size_t(me)];
-  // Receivers in rank order; for each, the source groups in order: a
-  // holder's part goes into its send buffer in that order, and into the
-  // receiver's buffer in (sender rank, group) order.
   std::vector<std::vector<std::pair<RBox, std::size_t>>> from(n);  // this rank's receives: per sender, (part, group)
   for (std::size_t r = 0; r < n; ++r) {
     if (!all[r].has_y) continue;
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-      const Group& g = groups[gi];
+      const SourceGroup& g = groups[gi];
       const RBox inter = intersect(g.box, all[r].y, rank);
       if (box_elems(inter, rank) == 0) continue;
       if (std::find(g.holders.begin(), g.holders.end(), int(r)) != g.holders.end()) {
@@ -290,6 +292,20 @@ inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, Reshar
     }
   }
   for (std::size_t r = 0; r < n; ++r) plan.bound = std::max({plan.bound, plan.sent_by[r], recv_total[r]});
+}
+
+/// Checks the descriptions (the same on every rank, so the verdict is) and
+/// plans rank `me`'s part. Returns why the call is invalid ("" when it is
+/// not); `mismatch`: because ranks disagree.
+inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, ReshardPlan& plan, bool& mismatch) {
+  mismatch = false;
+  std::size_t first = 0;
+  if (std::string why = reshard_extents_error(all, first, mismatch); !why.empty()) return why;
+  for (const bool src : {true, false})
+    if (std::string why = reshard_group_error(all, src, mismatch); !why.empty()) return why;
+  std::vector<SourceGroup> groups;
+  if (std::string why = source_groups(all, all[first], groups); !why.empty()) return why;
+  plan_reshard_exchange(all, all[first].rank, me, groups, plan);
   return "";
 }
 
