@@ -7,6 +7,16 @@
 #include <dsp/comm/runs.hpp>
 #include <dsp/error.hpp>
 
+// Open MPI's and MPICH's C++ bindings (deprecated in MPI-2.2, removed in
+// MPI-3.0) cost every file that includes <mpi.h> about 0.4 s of compile time
+// (docs/benchmarks.md, "Compile cost"); dsp does not use them, so it leaves
+// them out, as PETSc does. A file that uses them includes <mpi.h> before dsp.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #include <algorithm>

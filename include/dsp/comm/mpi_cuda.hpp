@@ -2,7 +2,7 @@
 // dsp: does this MPI move CUDA device memory?
 #pragma once
 
-#include <mpi.h>
+#include <dsp/comm/mpi_communicator.hpp>  // <mpi.h>, without the C++ bindings
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>  // Open MPI: MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
 #endif
