@@ -126,7 +126,9 @@ class SplitPhase {
   /// MismatchError). A second call after one that succeeded returns at once;
   /// after one that failed, it raises the same failure again (locally).
   void wait() {
-    wait([](auto&&...) {});
+    // No on-block function: no block views are made (a file that only
+    // waits does not compile Kokkos' subviews of the output).
+    complete_with([](int, std::size_t, std::size_t) {});
   }
 
   /// As wait(), calling `on_block(block, offsets, peer)` for every non-empty
@@ -147,23 +149,25 @@ class SplitPhase {
                   "on_block(block, offsets, peer): a Kokkos::View of the landed block (a std::tuple of views for a "
                   "batch), its global offsets (std::array<std::size_t, Rank>) and the rank it came from (int); write "
                   "it as [&](const auto& block, const auto& offsets, int peer) { ... }.");
-    if constexpr (std::is_invocable_v<F&, Block, const typename Y0::extents_type&, int>) wait_impl(on_block);
+    if constexpr (std::is_invocable_v<F&, Block, const typename Y0::extents_type&, int>)
+      complete_with(
+          [&](int peer, std::size_t off, std::size_t count) { on_block(block(off, count), offsets(off), peer); });
   }
 
  private:
-  template <class F>
-  void wait_impl(F& on_block) {
+  /// Completes and settles the operation, calling `arrived(peer, offset,
+  /// count)` for each block as it lands.
+  template <class A>
+  void complete_with(A&& arrived) {
     if (failure_) std::rethrow_exception(failure_);
     if (waited_ || !op_) return;
     try {
-      op_->complete(
-          [&](int peer, std::size_t off, std::size_t count) { on_block(block(off, count), offsets(off), peer); },
-          [&] {
+      op_->complete(arrived, [&] {
         // The communicator is taken: from here on blocks land, and the
         // on-block function may look at the output.
         waited_ = true;
         unmark();
-          });
+      });
       op_->settle();
     } catch (...) {
       if (waited_) failure_ = std::current_exception(), unmark();

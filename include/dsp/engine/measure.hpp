@@ -91,7 +91,9 @@ void plan_candidates(Trial<M>& tr, const PreparedStep& p, PortOn<M>& port) {
     try {
       if (p.step.kind == StepKind::gather) {
         if (exact_one) q.gather = plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, eb, ge, i}, s);
-        else q.packed_gather = plan_and_reserve_packed_gather<M>(port, PackedGatherArgs{tr.a.items, ge, i, tr.a.wire, false}, s);
+        else
+          q.packed_gather =
+              plan_and_reserve_packed_gather<M>(port, PackedGatherArgs{tr.a.items, ge, i, tr.a.wire, false}, s);
       } else if (exact_one) {
         q.single = plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, eb, ge, i, j}, s);
       } else {

@@ -141,7 +141,7 @@ inline std::size_t posted_runs_bound(std::span<const std::size_t> ge, std::size_
 /// What the prepare phase carries from step to step.
 struct PrepareState {
   SwitchAlgorithm setting = SwitchAlgorithm::automatic;  // the process's switch algorithm setting
-  bool exact_one = false;  // one tensor, no wire
+  bool exact_one = false;                                // one tensor, no wire
   bool split_phase = false;
   bool decide = false;  // Planning::measure decides what the setting leaves open
   bool undecided = false;
@@ -151,9 +151,10 @@ struct PrepareState {
 /// Under Planning::measure, the decision for step p (the setting it runs
 /// under), when the wisdom has one; its key either way.
 template <class M>
-SwitchAlgorithm decide_step(PreparedStep& p, PrepareState& ps, const OpGroup<M>& g, PortOn<M>& port,
-                            const OpArgs& a, std::span<const std::size_t> ge, std::size_t t) {
-  const bool moves = (p.step.kind == StepKind::switch_dims && p.step.from != p.step.to) || p.step.kind == StepKind::gather;
+SwitchAlgorithm decide_step(PreparedStep& p, PrepareState& ps, const OpGroup<M>& g, PortOn<M>& port, const OpArgs& a,
+                            std::span<const std::size_t> ge, std::size_t t) {
+  const bool moves =
+      (p.step.kind == StepKind::switch_dims && p.step.from != p.step.to) || p.step.kind == StepKind::gather;
   if (!ps.decide || port.size() <= 1 || !moves) return ps.setting;
   std::array<std::size_t, kMaxBatch> elems{};
   for (std::size_t k = 0; k < a.items.size(); ++k) elems[k] = a.items[k].elem_bytes;
@@ -179,12 +180,13 @@ template <class M>
 void plan_switch_step(PreparedStep& p, const PrepareState& ps, PortOn<M>& port, const OpArgs& a,
                       std::span<const std::size_t> ge, bool post, SwitchAlgorithm s) {
   const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
-  const bool single = ps.exact_one && (!post || posted_runs_bound(ge, std::max(i, j), std::min(i, j), port.size()) <=
-                                                    kMaxPostedRuns);
+  const bool single =
+      ps.exact_one && (!post || posted_runs_bound(ge, std::max(i, j), std::min(i, j), port.size()) <= kMaxPostedRuns);
   if (single) {
-    p.single = post ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,
-                                         capabilities_of(port), SwitchAlgorithm::pairwise)
-                    : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, s);
+    p.single = post
+                   ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,
+                                        capabilities_of(port), SwitchAlgorithm::pairwise)
+                   : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, s);
     return;
   }
   const PackedArgs pa{a.items, ge, i, j, a.wire};
