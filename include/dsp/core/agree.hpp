@@ -183,27 +183,27 @@ void set_type(Signature& s) {
 }
 
 /// The element types of a batch, in order: their names joined by commas
-/// (cut to fit the signature), one hash over all. Computed at compile time.
+/// (cut to fit the signature), one hash over all. `add` each type in order;
+/// BatchTypes does it at compile time, a run-time front end (the Python
+/// module) at run time, with the same result.
+struct BatchTypeText {
+  char names[sizeof Signature::type] = {};
+  std::uint64_t hash = fnv1a("batch");
+  std::size_t len = 0;
+  constexpr void add(std::string_view n, std::size_t size) {
+    auto put = [&](char c) {
+      if (len < sizeof names - 1) names[len++] = c;
+    };
+    if (len) put(',');
+    for (char c : n) put(c);
+    hash = fnv1a(n, hash) ^ size;
+  }
+};
 template <class... T>
 struct BatchTypes {
-  struct Text {
-    char names[sizeof Signature::type] = {};
-    std::uint64_t hash = 0;
-  };
-  static constexpr Text value = [] {
-    Text t;
-    std::size_t len = 0;
-    std::uint64_t h = fnv1a("batch");
-    auto put = [&](char c) {
-      if (len < sizeof t.names - 1) t.names[len++] = c;
-    };
-    auto add = [&](std::string_view n, std::size_t size) {
-      if (len) put(',');
-      for (char c : n) put(c);
-      h = fnv1a(n, h) ^ size;
-    };
-    (add(type_name<T>(), sizeof(T)), ...);
-    t.hash = h;
+  static constexpr BatchTypeText value = [] {
+    BatchTypeText t;
+    (t.add(type_name<T>(), sizeof(T)), ...);
     return t;
   }();
 };

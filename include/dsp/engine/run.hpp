@@ -108,7 +108,10 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
   set_site(s, f.loc);
   s.arg = f.arg;
   s.wire = static_cast<std::uint32_t>(f.wire);
-  const std::span<const std::size_t> xe(f.t[0].extents, f.tensor_rank);
+  if (f.error) {
+    c.err = f.error;
+    s.status = static_cast<std::uint32_t>(f.error_status);
+  }
   for (std::size_t k = 0; k < f.n && c.err.empty(); ++k) {
     const TensorFacts& t = f.t[k];
     const std::span<const std::size_t> e(t.extents, f.tensor_rank), ye(t.out_extents, f.tensor_rank);
@@ -118,7 +121,6 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
       s.status = static_cast<std::uint32_t>(Status::bad_output);
     }
   }
-  (void)xe;
   if (c.err.empty() && f.n > 1) {
     Status st = Status::ok;
     c.err = batch_error(f, st);
