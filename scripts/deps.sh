@@ -8,8 +8,11 @@ set -euo pipefail
 # Parallel HDF5 and h5py (about 40 MB) for dsp::hdf5, its tests (test_hdf5, and test_hdf5_h5py, which
 # reads the saved file with Debian's python3-h5py) and the checkpoint example.
 # CLI11 (header-only) for dsp-plan's and dsp-bench's option parsers.
+# pybind11, mpi4py, numpy and pytest for the Python module (python/) and its tests; PyTorch for CPU
+# (about 40 MB) for dsp.torch, its tests and examples/python/ulysses_torch.py.
 pkgs=(cmake g++ make libtrilinos-kokkos-dev libopenmpi-dev openmpi-bin doctest-dev libfftw3-dev libfftw3-mpi-dev
-      libhdf5-openmpi-dev python3-h5py libcli11-dev)
+      libhdf5-openmpi-dev python3-h5py libcli11-dev pybind11-dev python3-mpi4py python3-numpy python3-pytest
+      python3-torch)
 [ "${DSP_WITH_BENCH:-0}" = 1 ] && pkgs+=(libbenchmark-dev gnuplot-nox)
 [ "${DSP_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang-14 libclang-rt-14-dev)  # scripts/fuzz.sh (libFuzzer)
 [ "${DSP_WITH_DOCS:-0}" = 1 ] && pkgs+=(doxygen)  # the `docs` target (API reference)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Formats dsp's C++ files (include/, tests/, examples/, bench/, tools/) with clang-format
+# Formats dsp's C++ files (include/, tests/, examples/, bench/, tools/, python/src/) with clang-format
 # and the repository's .clang-format, in place:
 #   bash scripts/format.sh            # rewrite the files
 #   bash scripts/format.sh --check    # change nothing; list the files that would
@@ -18,7 +18,7 @@ esac
 cf="${CLANG_FORMAT:-$(command -v clang-format-14 || command -v clang-format || true)}"
 if [ -z "$cf" ]; then echo "format.sh: clang-format not found (apt-get install clang-format)" >&2; exit 2; fi
 
-dirs=(include tests examples bench tools)
+dirs=(include tests examples bench tools python/src)
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files -- "${dirs[@]/%//*.hpp}" "${dirs[@]/%//*.cpp}" "${dirs[@]/%//*.h}")
 else

@@ -1,0 +1,164 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""dsp from Python: Dynamic Sequence Parallelism's resharding on numpy arrays
+and PyTorch tensors (anything with ``__dlpack__``), over mpi4py communicators.
+
+An array is *this rank's block* of a global tensor; a layout is a value:
+``dsp.Sharded(d)``, ``dsp.Replicated()``, ``dsp.Partial("sum"|"max"|"min")``,
+or on a ``dsp.Mesh`` a tuple with one placement per mesh axis. Blocks are
+taken without copying (C-contiguous, host memory) and results come back as
+the same kind of array. Every call is collective over its group; bad input on
+any rank raises a ``dsp.Error`` on every rank, with the input untouched.
+
+    from mpi4py import MPI
+    import numpy as np, dsp
+    comm = dsp.Comm(MPI.COMM_WORLD)
+    x = np.ones(dsp.local_shape((2, 16, 32, 8), dsp.Sharded(1), comm), np.float32)
+    y = dsp.switch(x, (2, 16, 32, 8), 1, 2, comm)   # Sharded(1) -> Sharded(2)
+
+docs/python.md has the whole interface.
+"""
+import atexit as _atexit
+
+from mpi4py import MPI as _MPI  # noqa: F401  (MPI is initialized before dsp's core, finalized after)
+
+from . import _dsp
+from ._dsp import (BackendError, Comm, Error, Handle, InvalidArgument, Mesh, MismatchError, ResourceError,
+                   TimeoutError, UsageError, agreement_checks, export_wisdom, forget_wisdom, import_wisdom, mesh_shape,
+                   planning, release_workspaces, set_agreement_checks, set_call_site_checks, set_planning,
+                   workspace_bytes)
+
+__version__ = _dsp.version
+# Kokkos is finalized at exit, before mpi4py finalizes MPI (atexit runs in reverse order of registration).
+_atexit.register(_dsp._finalize)
+
+__all__ = [
+    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "local_shape", "redistribute",
+    "start_redistribute", "switch", "split", "gather", "Error", "InvalidArgument", "MismatchError", "ResourceError",
+    "UsageError", "TimeoutError", "BackendError", "set_agreement_checks", "agreement_checks",
+    "set_call_site_checks", "set_planning", "planning", "export_wisdom", "import_wisdom", "forget_wisdom",
+    "workspace_bytes", "release_workspaces"
+]
+
+
+class Placement:
+    """A placement of a tensor over one communicator (or one mesh axis)."""
+    code = 0
+
+    def __eq__(self, other):
+        return isinstance(other, Placement) and other.code == self.code
+
+    def __hash__(self):
+        return hash(self.code)
+
+
+class Sharded(Placement):
+    """Split along dim ``dim`` in contiguous blocks, one per rank (C++ dsp::Sharded<D>)."""
+
+    def __init__(self, dim):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+            raise InvalidArgument(f"dsp.Sharded(dim): dim is a dim index (an int >= 0), not {dim!r}")
+        self.dim = dim
+        self.code = dim
+
+    def __repr__(self):
+        return f"dsp.Sharded({self.dim})"
+
+
+class Replicated(Placement):
+    """Every rank holds all of it (C++ dsp::Replicated)."""
+    code = _dsp.kReplicated
+
+    def __repr__(self):
+        return "dsp.Replicated()"
+
+
+class Partial(Placement):
+    """Every rank holds a full-size term; the tensor is their sum (or max, min) (C++ dsp::Partial<Op>)."""
+    _codes = {"sum": _dsp.kPartialSum, "max": _dsp.kPartialMax, "min": _dsp.kPartialMin}
+
+    def __init__(self, op="sum"):
+        if op not in self._codes:
+            raise InvalidArgument(f"dsp.Partial(op): op is \"sum\", \"max\" or \"min\", not {op!r}")
+        self.op = op
+        self.code = self._codes[op]
+
+    def __repr__(self):
+        return f"dsp.Partial({self.op!r})"
+
+
+_WIRES = {None: 0, "exact": 0, "bf16": 1, "fp16": 2, "fp8_e4m3": 3, "fp32": 4}
+
+
+def _wire(wire):
+    try:
+        return _WIRES[wire]
+    except (KeyError, TypeError):
+        raise InvalidArgument(f"dsp: wire is None, \"bf16\", \"fp16\", \"fp8_e4m3\" or \"fp32\", not {wire!r}") from None
+
+
+def _codes(layout, what):
+    """One placement code per axis: a placement, or a tuple/list of them (a mesh's)."""
+    items = layout if isinstance(layout, (tuple, list)) else (layout,)
+    for p in items:
+        if not isinstance(p, Placement):
+            raise InvalidArgument(f"dsp: {what} is a placement (dsp.Sharded(d), dsp.Replicated(), dsp.Partial()) or, "
+                                  f"on a dsp.Mesh, a tuple of one per mesh axis; got {layout!r}")
+    return [p.code for p in items]
+
+
+def _shape(global_shape):
+    try:
+        shape = [int(e) for e in global_shape]
+    except TypeError:
+        raise InvalidArgument(f"dsp: global_shape is a sequence of extents, not {global_shape!r}") from None
+    if any(e < 0 for e in shape):
+        raise InvalidArgument(f"dsp: global_shape has a negative extent: {tuple(shape)}")
+    return shape
+
+
+def _dim(d, what):
+    if isinstance(d, bool) or not isinstance(d, int) or d < 0:
+        raise InvalidArgument(f"dsp: {what} is a dim index (an int >= 0), not {d!r}")
+    return d
+
+
+def local_shape(global_shape, layout, comm_or_mesh):
+    """This rank's block shape of a tensor of ``global_shape`` under ``layout``."""
+    return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
+
+
+def redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
+    """Moves ``x`` (this rank's block, or a list of blocks: a batch) from layout ``src`` to ``dst``.
+
+    Returns the new block (a list for a list), of the same kind as ``x``.
+    ``wire``: None (exact), "bf16", "fp16", "fp8_e4m3" (float tensors) or
+    "fp32" (double tensors). Collective over ``comm_or_mesh``.
+    """
+    return _dsp.redistribute(x, _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), comm_or_mesh,
+                             _wire(wire), "dsp::redistribute")
+
+
+def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
+    """As redistribute, split-phase: returns a ``dsp.Handle`` (``test()``, ``wait()``, ``result()``).
+
+    Wait every handle on every rank (a handle dropped unwaited waits when it
+    is collected); do not touch ``x`` or the result until then.
+    """
+    return _dsp.start(x, _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), comm_or_mesh, _wire(wire))
+
+
+def switch(x, global_shape, src_dim, dst_dim, comm, wire=None):
+    """The paper's dynamic switch: Sharded(src_dim) -> Sharded(dst_dim), one all-to-all."""
+    return _dsp.redistribute(x, _shape(global_shape), [_dim(src_dim, "src_dim")], [_dim(dst_dim, "dst_dim")], comm,
+                             _wire(wire), "dsp::dynamic_switch")
+
+
+def split(x, global_shape, dim, comm):
+    """Replicated -> Sharded(dim): this rank's slice; local, no communication."""
+    return _dsp.redistribute(x, _shape(global_shape), [Replicated.code], [_dim(dim, "dim")], comm, 0, "dsp::split")
+
+
+def gather(x, global_shape, dim, comm, wire=None):
+    """Sharded(dim) -> Replicated: one all-gather."""
+    return _dsp.redistribute(x, _shape(global_shape), [_dim(dim, "dim")], [Replicated.code], comm, _wire(wire),
+                             "dsp::gather")

@@ -1,0 +1,926 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp's Python module (_dsp; the package python/dsp wraps it): layouts as
+// values, arrays as this rank's block. One run-time front end over the
+// type-erased engine: a call becomes engine/api.hpp's CallFacts (pointers,
+// element sizes, extents, placement codes and a plan computed at run time by
+// the same planner the C++ front ends run at compile time), so the module
+// compiles the engine once and no (rank, layout, type) pair.
+//
+// Every local check (dtype, contiguity, device, block shape, layouts) goes
+// through the call's agreement check: a bad block on one rank raises on every
+// rank, before anything is communicated, and the input is untouched.
+#include <dsp/mpi.hpp>
+#include <dsp/wisdom.hpp>
+
+#include <mpi4py/mpi4py.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+using Space = Kokkos::HostSpace;
+using Comm = dsp::MpiCommunicator;
+using dsp::ElemKind;
+using dsp::MeshStep;
+using dsp::detail::Op;
+using dsp::detail::Status;
+constexpr std::size_t kMaxAxes = dsp::kMaxAxes;
+constexpr std::size_t kMaxRank = dsp::kMaxRank;
+constexpr std::size_t kMaxBatch = dsp::detail::kMaxBatch;
+constexpr long kReplicated = dsp::detail::kReplicated;
+constexpr long kPartialSum = dsp::detail::kPartialSum;
+constexpr long kPartialMax = dsp::detail::kPartialMax;
+constexpr long kPartialMin = dsp::detail::kPartialMin;
+
+// ---------------------------------------------------------------- element types
+
+/// What the engine and the agreement check need of one element type.
+struct TypeInfo {
+  std::size_t size = 0;
+  std::string_view name;  // as C++ spells it (the agreement check's text)
+  std::uint64_t hash = 0;
+  const char* names = "";
+  ElemKind kind = ElemKind::other;
+  const void* wire = nullptr;  // the wire kernels, or nullptr
+  int rtype = -1;              // the reduce type, or -1
+  bool complex = false;
+};
+
+template <class T>
+const TypeInfo* info_of() {
+  static const TypeInfo info{sizeof(T),
+                             dsp::detail::type_name<T>(),
+                             dsp::detail::SingleType<T>::value.hash,
+                             dsp::detail::SingleType<T>::value.names,
+                             dsp::elem_kind_v<T>,
+                             dsp::detail::wire_kernels_of<T, Space::execution_space>(),
+                             dsp::detail::reduce_type_code<T>(),
+                             dsp::detail::is_complex_reduce_v<T>};
+  return &info;
+}
+
+/// The element type of kind 'b' (bool), 'i', 'u', 'f', 'c' or 'h' (bfloat16)
+/// and `bytes` bytes, or nullptr.
+const TypeInfo* type_of(char kind, std::size_t bytes) {
+  switch (kind) {
+    case 'b': return bytes == 1 ? info_of<bool>() : nullptr;
+    case 'i':
+      return bytes == 1   ? info_of<std::int8_t>()
+             : bytes == 2 ? info_of<std::int16_t>()
+             : bytes == 4 ? info_of<std::int32_t>()
+             : bytes == 8 ? info_of<std::int64_t>()
+                          : nullptr;
+    case 'u':
+      return bytes == 1   ? info_of<std::uint8_t>()
+             : bytes == 2 ? info_of<std::uint16_t>()
+             : bytes == 4 ? info_of<std::uint32_t>()
+             : bytes == 8 ? info_of<std::uint64_t>()
+                          : nullptr;
+    case 'f':
+      return bytes == 2   ? info_of<dsp::float16>()
+             : bytes == 4 ? info_of<float>()
+             : bytes == 8 ? info_of<double>()
+                          : nullptr;
+    case 'h': return bytes == 2 ? info_of<dsp::bfloat16>() : nullptr;
+    case 'c':
+      return bytes == 8 ? info_of<std::complex<float>>() : bytes == 16 ? info_of<std::complex<double>>() : nullptr;
+    default: return nullptr;
+  }
+}
+
+// ---------------------------------------------------------------- blocks
+
+// DLPack's C ABI (dlpack.h, version 0.x/1.0 DLManagedTensor), as the standard
+// fixes it: what a producer's __dlpack__() capsule named "dltensor" points to.
+struct DLDevice {
+  std::int32_t device_type;  // 1: CPU, 2: CUDA, 3: CUDA host (pinned)
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;  // 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;  // in elements; nullptr: compact row-major
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+
+/// One array of a call: this rank's block, and what is wrong with it ("" if
+/// nothing). `keep` holds the memory (the array, or its DLPack capsule).
+struct Block {
+  py::object array, keep;
+  void* data = nullptr;
+  std::vector<std::size_t> shape;
+  const TypeInfo* type = nullptr;
+  std::string error;
+};
+
+std::string shape_text(const std::vector<std::size_t>& s) {
+  std::string t = "(";
+  for (std::size_t d = 0; d < s.size(); ++d) {
+    if (d) t += ", ";
+    t += std::to_string(s[d]);
+  }
+  return t + (s.size() == 1 ? ",)" : ")");
+}
+
+Block numpy_block(const py::array& a) {
+  Block b;
+  b.array = a;
+  b.keep = a;
+  b.data = const_cast<void*>(a.data());
+  for (py::ssize_t d = 0; d < a.ndim(); ++d) b.shape.push_back(std::size_t(a.shape(d)));
+  const py::dtype dt = a.dtype();
+  b.type = dt.byteorder() == '>' ? nullptr : type_of(dt.kind(), std::size_t(dt.itemsize()));
+  if (!b.type)
+    b.error = "the array's dtype " + py::str(static_cast<const py::handle&>(dt)).cast<std::string>() +
+              " is not one dsp moves";
+  else if (!(a.flags() & py::array::c_style))
+    b.error =
+        "the array is not C-contiguous (dsp takes each rank's block as one row-major array, "
+        "without copying: pass numpy.ascontiguousarray(x))";
+  return b;
+}
+
+bool row_major(const DLTensor& t) {
+  if (!t.strides) return true;
+  for (std::int32_t d = 0; d < t.ndim; ++d)
+    if (t.shape[d] == 0) return true;  // empty: any strides
+  std::int64_t want = 1;
+  for (std::int32_t d = t.ndim; d-- > 0;) {
+    if (t.shape[d] != 1 && t.strides[d] != want) return false;
+    want *= t.shape[d];
+  }
+  return true;
+}
+
+Block dlpack_block(py::object x) {
+  Block b;
+  b.array = x;
+  if (py::hasattr(x, "requires_grad") && x.attr("requires_grad").cast<bool>()) x = x.attr("detach")();
+  py::object cap = x.attr("__dlpack__")();
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  if (!m) throw py::error_already_set();
+  b.keep = cap;  // not consumed: the capsule's destructor releases the tensor
+  const DLTensor& t = m->dl_tensor;
+  b.data = static_cast<unsigned char*>(t.data) + t.byte_offset;
+  for (std::int32_t d = 0; d < t.ndim; ++d) b.shape.push_back(std::size_t(t.shape[d]));
+  static constexpr char kinds[] = {'i', 'u', 'f', '?', 'h', 'c', 'b'};
+  if (t.dtype.lanes == 1 && t.dtype.code < sizeof kinds) b.type = type_of(kinds[t.dtype.code], t.dtype.bits / 8u);
+  if (t.device.device_type != 1 && t.device.device_type != 3)
+    b.error = "the array lives in device memory (DLPack device type " + std::to_string(t.device.device_type) +
+              "); this build of dsp moves host memory (a CUDA build of the module moves device arrays: docs/python.md)";
+  else if (!b.type)
+    b.error = "the array's element type (DLPack code " + std::to_string(t.dtype.code) + ", " +
+              std::to_string(t.dtype.bits) + " bits, " + std::to_string(t.dtype.lanes) + " lanes) is not one dsp moves";
+  else if (!row_major(t))
+    b.error =
+        "the array is not contiguous (dsp takes each rank's block as one row-major array, without copying: "
+        "pass x.contiguous())";
+  return b;
+}
+
+Block block_of(py::handle x) {
+  if (py::isinstance<py::array>(x)) return numpy_block(py::reinterpret_borrow<py::array>(x));
+  if (py::hasattr(x, "__dlpack__")) return dlpack_block(py::reinterpret_borrow<py::object>(x));
+  throw dsp::InvalidArgument("dsp: a block is a numpy array or an object with __dlpack__ (a torch tensor), not " +
+                             std::string(py::str(py::type::of(x).attr("__name__"))));
+}
+
+/// numpy outputs, recycled as the C++ allocating calls recycle theirs
+/// (core/buffers.hpp, OutputPool): the pool keeps a reference to each array
+/// it hands out, and an array only the pool still references (the caller
+/// dropped it; a view or an exported buffer would hold a reference too) is
+/// handed out again for the next request of its dtype and shape. A steady
+/// loop then page-faults nothing. At most kKeep arrays; emptied by
+/// dsp.release_workspaces() and at exit. Never destroyed as a static (it
+/// holds Python objects): allocated once, cleared by clear_outputs.
+struct NumpyPool {
+  static constexpr std::size_t kKeep = 4;
+  std::vector<py::array> arrays;
+};
+NumpyPool& numpy_pool() {
+  static NumpyPool* p = new NumpyPool;
+  return *p;
+}
+void clear_outputs() { numpy_pool().arrays.clear(); }
+
+bool idle_match(const py::array& a, const py::dtype& dt, const std::vector<std::size_t>& shape) {
+  if (Py_REFCNT(a.ptr()) != 1 || !a.dtype().equal(dt) || std::size_t(a.ndim()) != shape.size()) return false;
+  if (!a.writeable() || !(a.flags() & py::array::c_style)) return false;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (std::size_t(a.shape(py::ssize_t(d))) != shape[d]) return false;
+  return true;
+}
+
+py::array numpy_output(const py::dtype& dt, const std::vector<std::size_t>& shape) {
+  NumpyPool& p = numpy_pool();
+  for (const py::array& a : p.arrays)
+    if (idle_match(a, dt, shape)) return a;
+  py::array a(dt, shape);
+  if (p.arrays.size() >= NumpyPool::kKeep)  // drop an idle array, else keep the new one untracked
+    for (auto it = p.arrays.begin(); it != p.arrays.end(); ++it)
+      if (Py_REFCNT(it->ptr()) == 1) {
+        p.arrays.erase(it);
+        break;
+      }
+  if (p.arrays.size() < NumpyPool::kKeep) p.arrays.push_back(a);
+  return a;
+}
+
+/// A new array of `shape` like `x` (same kind, element type and device).
+py::object empty_like(const Block& x, const std::vector<std::size_t>& shape) {
+  py::tuple s(shape.size());
+  for (std::size_t d = 0; d < shape.size(); ++d) s[d] = py::int_(shape[d]);
+  if (py::isinstance<py::array>(x.array))
+    return numpy_output(py::reinterpret_borrow<py::array>(x.array).dtype(), shape);
+  if (py::hasattr(x.array, "new_empty")) return x.array.attr("new_empty")(s);
+  if (py::hasattr(x.array, "__array_namespace__"))
+    return x.array.attr("__array_namespace__")().attr("empty")(s, py::arg("dtype") = x.array.attr("dtype"));
+  throw dsp::InvalidArgument("dsp: cannot make an output like a " +
+                             std::string(py::str(py::type::of(x.array).attr("__name__"))) +
+                             " (it has neither new_empty nor __array_namespace__)");
+}
+
+// ---------------------------------------------------------------- groups
+
+template <std::size_t K>
+using MeshK = dsp::Mesh<K, Comm>;
+
+struct PyComm {
+  Comm comm;
+};
+
+struct PyMesh {
+  std::variant<MeshK<1>, MeshK<2>, MeshK<3>, MeshK<4>> mesh;
+  PyComm world;
+};
+
+Comm comm_from(py::handle o) {
+  if (!PyObject_TypeCheck(o.ptr(), &PyMPIComm_Type))
+    throw dsp::InvalidArgument("dsp.Comm: takes an mpi4py communicator (mpi4py.MPI.Comm), not " +
+                               std::string(py::str(py::type::of(o).attr("__name__"))));
+  MPI_Comm c = *PyMPIComm_Get(o.ptr());
+  if (c == MPI_COMM_NULL)
+    throw dsp::InvalidArgument("dsp.Comm: the mpi4py communicator is MPI.COMM_NULL (freed, or never created)");
+  return Comm(c);  // dsp duplicates it: freeing the mpi4py one later does not affect dsp's
+}
+
+template <std::size_t... K>
+PyMesh make_mesh(const PyComm& c, const std::vector<int>& shape, std::index_sequence<K...>) {
+  std::optional<PyMesh> m;
+  auto one = [&](auto k) {
+    constexpr std::size_t n = decltype(k)::value;
+    if (shape.size() != n) return;
+    std::array<int, n> s{};
+    std::copy(shape.begin(), shape.end(), s.begin());
+    m.emplace(PyMesh{MeshK<n>(c.comm, s), c});
+  };
+  (one(std::integral_constant<std::size_t, K + 1>{}), ...);
+  if (!m)
+    throw dsp::InvalidArgument("dsp.Mesh: a mesh has 1 to " + std::to_string(kMaxAxes) + " axes, not " +
+                               std::to_string(shape.size()));
+  return std::move(*m);
+}
+
+/// Calls f(group) with the group as its C++ type: the communicator, or the mesh.
+template <class F>
+decltype(auto) with_group(py::handle g, F&& f) {
+  if (py::isinstance<PyComm>(g)) return f(g.cast<PyComm&>().comm);
+  if (py::isinstance<PyMesh>(g)) return std::visit(f, g.cast<PyMesh&>().mesh);
+  throw dsp::InvalidArgument("dsp: the group is a dsp.Comm or a dsp.Mesh, not " +
+                             std::string(py::str(py::type::of(g).attr("__name__"))));
+}
+
+// ---------------------------------------------------------------- plans
+
+using Codes = std::array<long, kMaxAxes>;
+
+template <std::size_t K, std::size_t N>
+std::vector<MeshStep> steps_of(const std::array<long, K>& f, const std::array<long, K>& t, std::size_t rank) {
+  const dsp::MeshPlan<K> p = dsp::detail::plan_mesh<K, N>(f, t, rank);
+  if (!p.found) throw dsp::InvalidArgument("dsp: no plan found (a bug: every placement reaches every other)");
+  return std::vector<MeshStep>(p.steps.begin(), p.steps.begin() + p.size);
+}
+
+template <std::size_t K>
+std::vector<MeshStep> plan_k(const Codes& from, const Codes& to, std::size_t rank) {
+  std::array<long, K> f{}, t{};
+  std::copy_n(from.begin(), K, f.begin());
+  std::copy_n(to.begin(), K, t.begin());
+  const std::size_t n = dsp::detail::plan_states(f, t, rank);
+  if (n <= 64) return steps_of<K, 64>(f, t, rank);
+  if (n <= 1024) return steps_of<K, 1024>(f, t, rank);
+  if (n <= 16384) return steps_of<K, 16384>(f, t, rank);
+  throw dsp::InvalidArgument("dsp: this redistribution's plan space (" + std::to_string(n) +
+                             " states) is past the run-time planner's 16384; use fewer distinct placements");
+}
+
+/// The plan from `from` to `to` (one code per axis) for a tensor of `rank`
+/// dims: computed once per key, then cached.
+const std::vector<MeshStep>& plan_of(const Codes& from, const Codes& to, std::size_t axes, std::size_t rank) {
+  static std::mutex mutex;
+  static std::map<std::tuple<Codes, Codes, std::size_t, std::size_t>, std::vector<MeshStep>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(from, to, axes, rank);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  std::vector<MeshStep> s = axes == 1   ? plan_k<1>(from, to, rank)
+                            : axes == 2 ? plan_k<2>(from, to, rank)
+                            : axes == 3 ? plan_k<3>(from, to, rank)
+                                        : plan_k<4>(from, to, rank);
+  return cache.emplace(key, std::move(s)).first->second;
+}
+
+// ---------------------------------------------------------------- calls
+
+/// One call, as the Python front end describes it.
+struct Request {
+  Op op = Op::redistribute;
+  const char* name = "dsp::redistribute";  // for messages
+  std::vector<Block> in;
+  std::vector<std::size_t> global;
+  Codes from{}, to{};
+  std::size_t axes = 1;    // the group's axes (1: a communicator)
+  bool given_axes = true;  // from and to named one placement per axis
+  dsp::Wire wire = dsp::Wire::exact;
+  std::string error;  // the first local failure
+};
+
+bool fits(const Codes& c, std::size_t axes, std::size_t rank) {
+  for (std::size_t a = 0; a < axes; ++a)
+    if (c[a] >= long(rank)) return false;
+  return true;
+}
+bool has(const Codes& c, std::size_t axes, bool (*p)(long)) {
+  for (std::size_t a = 0; a < axes; ++a)
+    if (p(c[a])) return true;
+  return false;
+}
+bool is_partial(long c) { return c <= kPartialSum; }
+bool is_max_min(long c) { return c == kPartialMax || c == kPartialMin; }
+
+/// The layout rules of the C++ front ends, with their sentences, and the
+/// blocks' own: the first failure, or "".
+std::string layout_error(const Request& r, bool mesh) {
+  if (!r.given_axes)
+    return mesh ? "dsp::redistribute<To>: on a dsp::Mesh, To must be dsp::Axes<...> with exactly one placement per "
+                  "mesh axis."
+                : "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, dsp::Sharded<D> or "
+                  "dsp::Partial<Op>.";
+  const std::size_t rank = r.global.size();
+  if (rank == 0 || rank > kMaxRank)
+    return std::string(r.name) + ": a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " +
+           std::to_string(rank);
+  if (!fits(r.from, r.axes, rank))
+    return "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.";
+  if (!fits(r.to, r.axes, rank))
+    return "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the tensor's rank.";
+  if (has(r.from, r.axes, is_partial) || has(r.to, r.axes, is_partial)) {
+    for (const Block& b : r.in) {
+      if (!b.type) continue;
+      if (b.type->rtype < 0)
+        return "dsp::redistribute: a Partial placement reduces elements, so the element type must be float, double, "
+               "a 32- or 64-bit integer, or a complex of float or double.";
+      if (b.type->complex && (has(r.from, r.axes, is_max_min) || has(r.to, r.axes, is_max_min)))
+        return "dsp::redistribute: Partial<Max> and Partial<Min> need ordered values; complex values can only be "
+               "summed (Partial<Sum>).";
+    }
+  }
+  return "";
+}
+
+/// What is wrong with the blocks, or "": each must be this rank's block of
+/// the input layout, of one element type per block.
+template <class G>
+std::string block_error(const Request& r, const G& g) {
+  using traits = dsp::detail::group_traits<G>;
+  const auto shape = traits::shape(g);
+  const auto coords = traits::coords(g);
+  const auto want = dsp::detail::box_count(r.global, std::span<const long>(r.from.data(), r.axes),
+                                           std::span<const int>(shape), std::span<const int>(coords));
+  const std::vector<std::size_t> w(want.begin(), want.begin() + r.global.size());
+  const int rank = traits::world(g).rank();
+  for (std::size_t k = 0; k < r.in.size(); ++k) {
+    const Block& b = r.in[k];
+    const std::string which = r.in.size() > 1 ? "block " + std::to_string(k) + " of the batch" : "the block";
+    const std::string who = std::string(r.name) + " (rank " + std::to_string(rank) + "): " + which + ": ";
+    if (!b.error.empty()) return who + b.error;
+    if (b.shape != w)
+      return who + "its shape is " + shape_text(b.shape) + ", but this rank's block of global shape " +
+             shape_text(r.global) + " under the input layout is " + shape_text(w);
+  }
+  return "";
+}
+
+/// The output blocks' shapes: this rank's block of the target layout.
+template <class G>
+std::vector<std::size_t> out_shape(const Request& r, const G& g) {
+  using traits = dsp::detail::group_traits<G>;
+  const auto shape = traits::shape(g);
+  const auto coords = traits::coords(g);
+  const auto c = dsp::detail::box_count(r.global, std::span<const long>(r.to.data(), r.axes),
+                                        std::span<const int>(shape), std::span<const int>(coords));
+  return std::vector<std::size_t>(c.begin(), c.begin() + r.global.size());
+}
+
+/// The plan steps of a request, and its op: on a plain communicator the
+/// paper's primitives are those calls, as in C++.
+struct Planned {
+  std::vector<MeshStep> own;                      // a primitive's plan (or none, on error)
+  const std::vector<MeshStep>* cached = nullptr;  // or the planner's, cached
+  const std::vector<MeshStep>& steps() const { return cached ? *cached : own; }
+  Op op = Op::redistribute;
+  long dst = 0;
+  long arg = 0;
+  bool dst_codes = true;
+};
+
+Planned plan_request(const Request& r, bool mesh, bool split_phase) {
+  Planned p;
+  const long f = r.from[0], t = r.to[0];
+  if (!mesh && f >= 0 && (t >= 0 || t == kReplicated)) {
+    const auto plan =
+        t >= 0 ? dsp::detail::switch_plan(std::size_t(f), std::size_t(t)) : dsp::detail::gather_plan(std::size_t(f));
+    p.own.assign(plan.steps.begin(), plan.steps.begin() + plan.size);
+    p.op =
+        t >= 0 ? (split_phase ? Op::start_switch : Op::dynamic_switch) : (split_phase ? Op::start_gather : Op::gather);
+    p.dst = t, p.dst_codes = false;
+    if (r.in.size() > 1 && !split_phase && t >= 0) p.op = Op::batch_switch, p.arg = long(r.in.size());
+    return p;
+  }
+  p.cached = &plan_of(r.from, r.to, r.axes, r.global.size());
+  p.op = split_phase ? Op::start_redistribute : Op::redistribute;
+  p.arg = long(dsp::switch_algorithm());
+  return p;
+}
+
+bool plan_reduces(const std::vector<MeshStep>& s) {
+  for (const MeshStep& st : s)
+    if (st.kind == dsp::StepKind::all_reduce || st.kind == dsp::StepKind::reduce_scatter) return true;
+  return false;
+}
+
+/// The facts of a request (storage for what CallFacts points to).
+struct Facts {
+  dsp::detail::CallFacts f;
+  std::array<dsp::detail::TensorFacts, kMaxBatch> t{};
+  std::array<std::size_t, kMaxRank> global{};
+  Planned plan;
+  std::string error;
+};
+
+template <class G>
+void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>& out, bool split_phase) {
+  using traits = dsp::detail::group_traits<G>;
+  constexpr bool mesh = dsp::is_mesh_v<G>;
+  dsp::detail::CallFacts& f = x.f;
+  std::copy(r.global.begin(), r.global.end(), x.global.begin());
+  x.error = r.error;
+  if (x.error.empty()) x.error = layout_error(r, mesh);
+  if (x.error.empty()) x.error = block_error(r, g);
+  if (x.error.empty()) x.plan = plan_request(r, mesh, split_phase);
+  else x.plan.op = split_phase ? Op::start_redistribute : r.op;
+  if (x.error.empty() && r.wire != dsp::Wire::exact && plan_reduces(x.plan.steps()))
+    x.error =
+        "dsp::redistribute(x, wire): the plan has a reduction (a Partial placement); a reduction's sum cannot "
+        "travel on a low-precision wire (its error would grow with the number of ranks), so reduce first with "
+        "an exact redistribute.";
+  f.op = x.plan.op, f.dst = x.plan.dst, f.arg = x.plan.arg, f.wire = r.wire;
+  f.dst_codes = x.plan.dst_codes ? r.to.data() : nullptr;
+  f.n = std::max<std::size_t>(r.in.size(), 1);
+  f.tensor_rank = std::min(r.global.size(), kMaxRank);
+  f.rank = traits::world(g).rank();
+  dsp::detail::BatchTypeText types;
+  std::uint64_t bytes = 0;
+  for (const Block& b : r.in)
+    if (b.type) types.add(b.type->name, b.type->size), bytes += b.type->size;
+  const bool batch = r.in.size() > 1;
+  const TypeInfo* t0 = r.in.empty() ? nullptr : r.in[0].type;
+  f.type_hash = batch ? types.hash : t0 ? t0->hash : 0;
+  f.type_name = batch ? types.names : t0 ? t0->names : "";
+  f.elem_bytes = bytes;
+  f.src_codes = r.from.data();
+  f.mesh_axes = mesh ? std::uint32_t(r.axes) : 0;
+  const auto shape = traits::shape(g);
+  for (std::size_t a = 0; a < shape.size(); ++a) f.mesh_shape[a] = shape[a];
+  for (std::size_t k = 0; k < r.in.size() && k < kMaxBatch; ++k) {
+    dsp::detail::TensorFacts& t = x.t[k];
+    const Block& b = r.in[k];
+    const std::size_t size = b.type ? b.type->size : 0;
+    std::size_t n_in = 1, n_out = 1;
+    for (std::size_t e : b.shape) n_in *= e;
+    t.in = b.data;
+    t.elem_bytes = size;
+    t.extents = x.global.data();
+    t.out_extents = x.global.data();
+    t.kind = b.type ? b.type->kind : ElemKind::other;
+    t.wire = b.type && r.wire != dsp::Wire::exact ? b.type->wire : nullptr;
+    t.mesh_shape = f.mesh_shape;
+    const auto* in = static_cast<const unsigned char*>(b.data);
+    t.in_range = {in, in + n_in * size};
+    if (k < out.size()) {
+      for (std::size_t e : out[k].shape) n_out *= e;
+      t.out = out[k].data;
+      const auto* o = static_cast<const unsigned char*>(out[k].data);
+      t.out_range = {o, o + n_out * size};
+    }
+  }
+  f.t = x.t.data();
+  const int rt = t0 ? t0->rtype : -1;
+  f.rtype = static_cast<dsp::ReduceType>(rt < 0 ? 0 : rt);
+  f.steps = x.plan.steps().data(), f.n_steps = x.plan.steps().size();
+  f.from = r.from.data(), f.axes = r.axes;
+  f.error = x.error.empty() ? nullptr : x.error.c_str();
+  f.error_status = Status::bad_argument;
+}
+
+/// The outputs of a request: arrays like its inputs, of the target layout's
+/// block shape (none when the request already failed: the agreement check
+/// raises before anything is written).
+template <class G>
+std::vector<Block> outputs(const Request& r, const G& g, const std::string& error) {
+  std::vector<Block> out;
+  if (!error.empty()) return out;
+  const auto shape = out_shape(r, g);
+  for (const Block& b : r.in) {
+    Block o = block_of(empty_like(b, shape));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+py::object result_of(const std::vector<Block>& out, bool list) {
+  if (!list) return out.at(0).array;
+  py::list l;
+  for (const Block& b : out) l.append(b.array);
+  return l;
+}
+
+/// A local split (Replicated -> Sharded<d> on a communicator): no
+/// communication and no agreement check, as in C++.
+py::object run_split(Request& r, const Comm& c, bool list) {
+  r.error = layout_error(r, false);
+  if (r.error.empty()) r.error = block_error(r, c);
+  if (!r.error.empty()) throw dsp::InvalidArgument(r.error);
+  std::vector<Block> out = outputs(r, c, "");
+  dsp::detail::PortOf<Comm, Space> port(c);
+  for (std::size_t k = 0; k < r.in.size(); ++k)
+    dsp::detail::execute_split<Space>(port, r.global, std::size_t(r.to[0]), r.in[k].data, out[k].data,
+                                      r.in[k].type->size);
+  return result_of(out, list);
+}
+
+/// Whether a request on a plain communicator is a local split.
+bool is_split(const Request& r, bool mesh) {
+  return !mesh && r.given_axes && r.from[0] == kReplicated && r.to[0] >= 0 && r.wire == dsp::Wire::exact &&
+         r.to[0] < long(r.global.size());
+}
+
+py::object run(Request& r, py::handle group, bool list) {
+  return with_group(group, [&](const auto& g) -> py::object {
+    using G = std::remove_cvref_t<decltype(g)>;
+    constexpr bool mesh = dsp::is_mesh_v<G>;
+    if constexpr (!mesh)
+      if (is_split(r, mesh)) return run_split(r, g, list);
+    Facts x;
+    std::string local = r.error;
+    if (local.empty()) local = layout_error(r, mesh);
+    if (local.empty()) local = block_error(r, g);
+    std::vector<Block> out = outputs(r, g, local);
+    fill_facts(x, r, g, out, false);
+    dsp::detail::GroupPorts<G, Space> ports(g);
+    {
+      py::gil_scoped_release release;
+      dsp::detail::run_call<Space>(ports.group(), x.f);
+    }
+    return result_of(out, list);
+  });
+}
+
+// ---------------------------------------------------------------- split-phase
+
+/// A split-phase call in flight: test(), wait(), result().
+class Handle {
+ public:
+  Handle(std::unique_ptr<dsp::detail::Flight<Space>> f, std::vector<Block> in, std::vector<Block> out, bool list)
+      : flight_(std::move(f)), in_(std::move(in)), out_(std::move(out)), list_(list) {}
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() {
+    if (!flight_ || done_) return;
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dsp: a split-phase handle dropped before wait() failed: %s\n", e.what());
+    }
+  }
+  bool test() {
+    if (failure_) std::rethrow_exception(failure_);
+    return done_ || !flight_ || flight_->test();
+  }
+  void wait() {
+    if (failure_) std::rethrow_exception(failure_);
+    if (done_ || !flight_) return;
+    py::gil_scoped_release release;
+    try {
+      flight_->complete([](int, std::size_t, std::size_t) {}, [] {});
+      flight_->settle();
+      done_ = true;
+    } catch (...) {
+      failure_ = std::current_exception();
+      done_ = true;
+      throw;
+    }
+  }
+  py::object result() {
+    wait();
+    return result_of(out_, list_);
+  }
+
+ private:
+  std::unique_ptr<dsp::detail::Flight<Space>> flight_;
+  std::vector<Block> in_, out_;  // held until the call completes
+  bool list_ = false, done_ = false;
+  std::exception_ptr failure_;
+};
+
+std::unique_ptr<Handle> start(Request& r, py::handle group, bool list) {
+  return with_group(group, [&](const auto& g) -> std::unique_ptr<Handle> {
+    using G = std::remove_cvref_t<decltype(g)>;
+    constexpr bool mesh = dsp::is_mesh_v<G>;
+    Facts x;
+    std::string local = r.error;
+    if (local.empty()) local = layout_error(r, mesh);
+    if (local.empty()) local = block_error(r, g);
+    std::vector<Block> out = outputs(r, g, local);
+    fill_facts(x, r, g, out, true);
+    auto ports = std::make_shared<dsp::detail::GroupPorts<G, Space>>(g);
+    const auto& og = ports->group();
+    std::unique_ptr<dsp::detail::Flight<Space>> f;
+    {
+      py::gil_scoped_release release;
+      f = dsp::detail::start_call<Space>(og, std::move(ports), x.f);
+    }
+    return std::make_unique<Handle>(std::move(f), std::move(r.in), std::move(out), list);
+  });
+}
+
+// ---------------------------------------------------------------- arguments
+
+std::size_t group_axes(py::handle g) {
+  if (py::isinstance<PyMesh>(g)) return std::visit([](const auto& m) { return m.axes; }, g.cast<PyMesh&>().mesh);
+  return 1;
+}
+
+/// A request from Python's arguments: x a block or a list of blocks; src and
+/// dst lists of placement codes (one per axis, as the package makes them).
+Request request(py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
+                const std::vector<long>& dst, py::handle group, int wire, Op op, const char* name, bool& list) {
+  Request r;
+  r.op = op;
+  r.name = name;
+  r.global = global;
+  r.wire = static_cast<dsp::Wire>(wire);
+  r.axes = group_axes(group);
+  r.given_axes = src.size() == r.axes && dst.size() == r.axes;
+  for (std::size_t a = 0; a < r.axes; ++a) {
+    r.from[a] = a < src.size() ? src[a] : kReplicated;
+    r.to[a] = a < dst.size() ? dst[a] : kReplicated;
+  }
+  list = py::isinstance<py::list>(x) || py::isinstance<py::tuple>(x);
+  if (list) {
+    for (py::handle b : x) r.in.push_back(block_of(b));
+    if (r.in.empty() || r.in.size() > kMaxBatch)
+      r.error = std::string(name) + ": a batch has 1 to " + std::to_string(kMaxBatch) + " blocks, not " +
+                std::to_string(r.in.size());
+  } else {
+    r.in.push_back(block_of(x));
+  }
+  return r;
+}
+
+void check_wire(int wire) {
+  if (wire < 0 || wire > int(dsp::Wire::fp32)) throw dsp::InvalidArgument("dsp: unknown wire code");
+}
+
+// ---------------------------------------------------------------- errors
+
+/// The Python classes of dsp's errors, one per C++ class: every dsp::Error
+/// arrives as one of these (deriving from dsp.Error).
+struct Errors {
+  py::object base, invalid, mismatch, resource, usage, timeout, backend;
+};
+
+py::object new_error(py::module_& m, const char* name, py::tuple bases, const char* doc) {
+  const std::string full = std::string("dsp.") + name;
+  py::object cls =
+      py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(full.c_str(), doc, bases.ptr(), nullptr));
+  if (!cls) throw py::error_already_set();
+  m.attr(name) = cls;
+  return cls;
+}
+
+void register_errors(py::module_& m) {
+  static Errors e;
+  e.base = new_error(m, "Error", py::make_tuple(py::handle(PyExc_RuntimeError)), "Every error dsp raises.");
+  e.invalid = new_error(m, "InvalidArgument", py::make_tuple(e.base, py::handle(PyExc_ValueError)),
+                        "A bad argument on some rank (shape, dtype, layout, block): raised on every rank.");
+  e.mismatch = new_error(m, "MismatchError", py::make_tuple(e.base),
+                         "The ranks disagree on a collective call (or another rank failed).");
+  e.resource = new_error(m, "ResourceError", py::make_tuple(e.base), "Memory could not be allocated.");
+  e.usage = new_error(m, "UsageError", py::make_tuple(e.base), "dsp used out of order (Kokkos not initialized, ...).");
+  e.timeout = new_error(m, "TimeoutError", py::make_tuple(e.base, py::handle(PyExc_TimeoutError)),
+                        "A collective did not complete within the deadline.");
+  e.backend = new_error(m, "BackendError", py::make_tuple(e.base), "The communication library failed.");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const dsp::InvalidArgument& x) {
+      PyErr_SetString(e.invalid.ptr(), x.what());
+    } catch (const dsp::MismatchError& x) {
+      PyErr_SetString(e.mismatch.ptr(), x.what());
+    } catch (const dsp::ResourceError& x) {
+      PyErr_SetString(e.resource.ptr(), x.what());
+    } catch (const dsp::UsageError& x) {
+      PyErr_SetString(e.usage.ptr(), x.what());
+    } catch (const dsp::TimeoutError& x) {
+      PyErr_SetString(e.timeout.ptr(), x.what());
+    } catch (const dsp::BackendError& x) {
+      PyErr_SetString(e.backend.ptr(), x.what());
+    } catch (const dsp::Error& x) {
+      PyErr_SetString(e.base.ptr(), x.what());
+    }
+  });
+}
+
+/// The benchmark's C++ side (bench/python_switch.py): `reps` calls of the
+/// typed C++ `y = dsp::dynamic_switch<2>(x)` on a float [B, T, S, C] tensor
+/// Sharded<1>, the call dsp.switch(x, G, 1, 2, comm) makes from Python; the
+/// seconds per call, the slowest rank's. Collective.
+double cxx_switch_seconds(const PyComm& c, const std::vector<std::size_t>& g, int reps) {
+  if (g.size() != 4 || reps < 1) throw dsp::InvalidArgument("dsp._cxx_switch_seconds: a 4-D shape and reps >= 1");
+  py::gil_scoped_release release;
+  dsp::DistTensor<float, 4, dsp::Sharded<1>, Comm> x(c.comm, {g[0], g[1], g[2], g[3]});
+  auto y = dsp::dynamic_switch<2>(x);  // warm: plans, workspaces, the recycled output
+  MPI_Barrier(c.comm.native());
+  const double t0 = MPI_Wtime();
+  for (int k = 0; k < reps; ++k) y = dsp::dynamic_switch<2>(x);
+  double t = (MPI_Wtime() - t0) / reps;
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, c.comm.native());
+  return t;
+}
+
+bool g_kokkos_ours = false;
+
+}  // namespace
+
+PYBIND11_MODULE(_dsp, m) {
+  m.doc() = "dsp's C++ core (the dsp package wraps it; see docs/python.md)";
+  if (import_mpi4py() < 0) throw py::error_already_set();
+  register_errors(m);
+  if (!Kokkos::is_initialized()) {
+    Kokkos::initialize();
+    g_kokkos_ours = true;
+  }
+  m.def("_finalize", [] {
+    clear_outputs();
+    if (g_kokkos_ours && Kokkos::is_initialized()) Kokkos::finalize(), g_kokkos_ours = false;
+  });
+  m.attr("kReplicated") = kReplicated;
+  m.attr("kPartialSum") = kPartialSum;
+  m.attr("kPartialMax") = kPartialMax;
+  m.attr("kPartialMin") = kPartialMin;
+  m.attr("version") = DSP_VERSION_STRING;
+
+  py::class_<PyComm>(m, "Comm")
+      .def(py::init([](py::handle c) { return PyComm{comm_from(c)}; }), py::arg("comm"))
+      .def_property_readonly("rank", [](const PyComm& c) { return c.comm.rank(); })
+      .def_property_readonly("size", [](const PyComm& c) { return c.comm.size(); })
+      .def("__repr__", [](const PyComm& c) {
+        return "dsp.Comm(rank " + std::to_string(c.comm.rank()) + " of " + std::to_string(c.comm.size()) + ")";
+      });
+
+  py::class_<PyMesh>(m, "Mesh")
+      .def(py::init([](const PyComm& c, const std::vector<int>& shape) {
+             return make_mesh(c, shape, std::make_index_sequence<kMaxAxes>{});
+           }),
+           py::arg("comm"), py::arg("shape"))
+      .def_property_readonly(
+          "shape",
+          [](const PyMesh& m) {
+    return std::visit([](const auto& x) { return std::vector<int>(x.shape().begin(), x.shape().end()); }, m.mesh);
+          })
+      .def_property_readonly(
+          "coords",
+          [](const PyMesh& m) {
+    return std::visit([](const auto& x) { return std::vector<int>(x.coords().begin(), x.coords().end()); }, m.mesh);
+          })
+      .def_property_readonly("comm", [](const PyMesh& m) { return m.world; })
+      .def_property_readonly("rank", [](const PyMesh& m) { return m.world.comm.rank(); })
+      .def_property_readonly("size", [](const PyMesh& m) { return m.world.comm.size(); });
+
+  m.def(
+      "mesh_shape",
+      [](int k, int n) {
+    if (n < 1) throw dsp::InvalidArgument("dsp.mesh_shape(k, n): n must be at least 1");
+    switch (k) {
+      case 1: return std::vector<int>{n};
+      case 2: {
+        auto s = dsp::mesh_shape<2>(n);
+        return std::vector<int>(s.begin(), s.end());
+      }
+      case 3: {
+        auto s = dsp::mesh_shape<3>(n);
+        return std::vector<int>(s.begin(), s.end());
+      }
+      case 4: {
+        auto s = dsp::mesh_shape<4>(n);
+        return std::vector<int>(s.begin(), s.end());
+      }
+      default: throw dsp::InvalidArgument("dsp.mesh_shape(k, n): a mesh has 1 to 4 axes, not " + std::to_string(k));
+    }
+      },
+      py::arg("k"), py::arg("n"));
+
+  py::class_<Handle>(m, "Handle").def("test", &Handle::test).def("wait", &Handle::wait).def("result", &Handle::result);
+
+  // name: the C++ call it stands for, in messages (dsp::redistribute,
+  // dsp::dynamic_switch, dsp::gather, dsp::split).
+  m.def("redistribute", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
+                           const std::vector<long>& dst, py::handle group, int wire, const std::string& name) {
+    check_wire(wire);
+    bool list = false;
+    static std::map<std::string, std::string> names;  // stable c_str for the Request
+    const char* n = names.try_emplace(name, name).first->second.c_str();
+    Request r = request(x, global, src, dst, group, wire, Op::redistribute, n, list);
+    return run(r, group, list);
+  });
+  m.def("start", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
+                    const std::vector<long>& dst, py::handle group, int wire) {
+    check_wire(wire);
+    bool list = false;
+    Request r = request(x, global, src, dst, group, wire, Op::start_redistribute, "dsp::start_redistribute", list);
+    return start(r, group, list);
+  });
+  m.def(
+      "local_shape",
+      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group) {
+    return with_group(group, [&](const auto& g) {
+      using traits = dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>;
+      if (codes.size() != traits::axes || global.empty() || global.size() > kMaxRank)
+        throw dsp::InvalidArgument("dsp.local_shape: one placement per mesh axis, and 1 to 8 dims");
+      Request r;
+      r.global = global;
+      r.axes = traits::axes;
+      std::copy(codes.begin(), codes.end(), r.to.begin());
+      if (!fits(r.to, r.axes, global.size()))
+        throw dsp::InvalidArgument(
+            "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
+      return out_shape(r, g);
+    });
+      },
+      py::arg("global_shape"), py::arg("layout"), py::arg("group"));
+
+  // Settings, planning and wisdom (dsp/settings.hpp, dsp/wisdom.hpp).
+  m.def("set_agreement_checks", &dsp::set_agreement_checks);
+  m.def("agreement_checks", &dsp::agreement_checks);
+  m.def("set_call_site_checks", &dsp::set_call_site_checks);
+  m.def("set_planning", [](const std::string& p) {
+    if (p != "measure" && p != "heuristic")
+      throw dsp::InvalidArgument("dsp.set_planning: \"measure\" or \"heuristic\", not \"" + p + "\"");
+    dsp::set_planning(p == "measure" ? dsp::Planning::measure : dsp::Planning::heuristic);
+  });
+  m.def("planning", [] { return std::string(dsp::to_string(dsp::planning())); });
+  m.def("export_wisdom", [] { return dsp::export_wisdom(); });
+  m.def("import_wisdom", [](const std::string& text) { dsp::import_wisdom(text); });
+  m.def("forget_wisdom", &dsp::forget_wisdom);
+  m.def("workspace_bytes", [](const PyComm& c) { return dsp::workspace_bytes(c.comm); });
+  m.def("release_workspaces", [] {
+    clear_outputs();
+    dsp::release_workspaces();
+  });
+  m.def("_cxx_switch_seconds", &cxx_switch_seconds);
+}

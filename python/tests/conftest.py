@@ -1,0 +1,30 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Shared by the Python tests: they run under mpiexec at 1 to 4 ranks (CTest:
+# python.<file>.<n>), every rank running every test in the same order.
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import dsp
+
+
+@pytest.fixture(scope="session")
+def comm():
+    return dsp.Comm(MPI.COMM_WORLD)
+
+
+def counts(n, parts):
+    """dsp's block partition of n over parts: the first n % parts blocks one longer."""
+    return [n // parts + (1 if k < n % parts else 0) for k in range(parts)]
+
+
+def block(full, dim, rank, size):
+    """This rank's block of `full` under Sharded(dim), as dsp cuts it."""
+    c = counts(full.shape[dim], size)
+    off = sum(c[:rank])
+    return np.ascontiguousarray(np.take(full, range(off, off + c[rank]), axis=dim))
+
+
+def world_all(flag):
+    """Whether `flag` holds on every rank."""
+    return MPI.COMM_WORLD.allreduce(bool(flag), op=MPI.LAND)

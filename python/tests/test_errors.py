@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Bad input on one rank or all: a dsp.Error on every rank (never a hang), the
+# named class where the fault is, and the inputs untouched.
+import numpy as np
+import pytest
+from conftest import block, world_all
+from mpi4py import MPI
+
+import dsp
+
+G = (2, 8, 6, 3)
+
+
+def full(dtype=np.float32):
+    return np.arange(np.prod(G)).astype(dtype).reshape(G)
+
+
+def raises_everywhere(fn, here, elsewhere=dsp.Error, bad_rank=0, match=None):
+    """fn() raises `here` on bad_rank and `elsewhere` on the others, on every rank."""
+    rank = MPI.COMM_WORLD.rank
+    want = here if rank == bad_rank else elsewhere
+    with pytest.raises(want) as e:
+        fn()
+    if match and rank == bad_rank:
+        assert match in str(e.value), str(e.value)
+    assert world_all(True)  # every rank got here: nobody hung
+    return e.value
+
+
+def raises_on_all(fn, cls, match):
+    """A fault every rank has (the same arguments everywhere): every rank raises cls, with its own text."""
+    with pytest.raises(cls, match=match):
+        fn()
+    assert world_all(True)
+
+
+def test_dtype_differs_across_ranks(comm):
+    a = full(np.float64 if comm.rank == 0 else np.float32)
+    x = block(a, 1, comm.rank, comm.size)
+    keep = x.copy()
+    if comm.size == 1:
+        return
+    raises_everywhere(lambda: dsp.switch(x, G, 1, 2, comm), dsp.MismatchError, dsp.MismatchError)
+    assert np.array_equal(x, keep)
+
+
+def test_unsupported_dtype_on_one_rank(comm):
+    a = full()
+    x = block(a, 1, comm.rank, comm.size)
+    if comm.rank == 0:
+        x = x.astype(np.longdouble)
+    keep = x.copy()
+    raises_everywhere(lambda: dsp.switch(x, G, 1, 2, comm), dsp.InvalidArgument, dsp.MismatchError,
+                      match="is not one dsp moves")
+    assert np.array_equal(x, keep)
+
+
+def test_non_contiguous_on_one_rank(comm):
+    a = full()
+    x = block(a, 1, comm.rank, comm.size)
+    if comm.rank == 0:
+        x = np.asfortranarray(x)
+    raises_everywhere(lambda: dsp.switch(x, G, 1, 2, comm), dsp.InvalidArgument, dsp.MismatchError,
+                      match="not C-contiguous")
+
+
+def test_block_shape_wrong_on_one_rank(comm):
+    a = full()
+    x = block(a, 1, comm.rank, comm.size)
+    if comm.rank == comm.size - 1:
+        x = np.ascontiguousarray(x[:, :, :-1])
+    raises_everywhere(lambda: dsp.switch(x, G, 1, 2, comm), dsp.InvalidArgument, dsp.MismatchError,
+                      bad_rank=comm.size - 1, match="but this rank's block of global shape")
+
+
+def test_global_shapes_disagree(comm):
+    if comm.size == 1:
+        return
+    g = (2, 8, 6, 3) if comm.rank else (2, 8, 6, 4)
+    a = np.zeros(g, np.float32)
+    x = block(a, 0, comm.rank, comm.size)
+    raises_everywhere(lambda: dsp.switch(x, g, 0, 1, comm), dsp.MismatchError, dsp.MismatchError)
+
+
+def test_layout_past_the_rank(comm):
+    a = full()
+    x = block(a, 1, comm.rank, comm.size)
+    raises_on_all(lambda: dsp.redistribute(x, G, dsp.Sharded(1), dsp.Sharded(4), comm), dsp.InvalidArgument,
+                  "a Sharded<D> in To names a dim D that is not less than the tensor's rank")
+    keep = x.copy()
+    raises_on_all(lambda: dsp.switch(x, G, 1, 4, comm), dsp.InvalidArgument, "not less than the tensor's rank")
+    assert np.array_equal(x, keep)
+    with pytest.raises(dsp.InvalidArgument):
+        dsp.Sharded(-1)
+
+
+def test_mesh_layout_needs_one_placement_per_axis(comm):
+    mesh = dsp.Mesh(comm, dsp.mesh_shape(2, comm.size))
+    x = np.zeros(dsp.local_shape(G, (dsp.Sharded(0), dsp.Sharded(1)), mesh), np.float32)
+    raises_on_all(lambda: dsp.redistribute(x, G, (dsp.Sharded(0), dsp.Sharded(1)), dsp.Sharded(2), mesh),
+                  dsp.InvalidArgument, "exactly one placement per mesh axis")
+
+
+def test_wire_rules(comm):
+    a = full(np.int32)
+    x = block(a, 1, comm.rank, comm.size)
+    raises_on_all(lambda: dsp.switch(x, G, 1, 2, comm, wire="bf16"), dsp.InvalidArgument, "travels exact only")
+    f = full()
+    raises_on_all(lambda: dsp.redistribute(f, G, dsp.Partial(), dsp.Sharded(1), comm, wire="bf16"),
+                  dsp.InvalidArgument, "reduction")
+    with pytest.raises(dsp.InvalidArgument):
+        dsp.switch(block(f, 1, comm.rank, comm.size), G, 1, 2, comm, wire="int4")
+
+
+def test_partial_needs_a_reducible_type(comm):
+    a = full(np.int8)
+    raises_on_all(lambda: dsp.redistribute(a, G, dsp.Partial(), dsp.Replicated(), comm), dsp.InvalidArgument,
+                  "Partial placement reduces elements")
+
+
+def test_not_an_array(comm):
+    with pytest.raises(dsp.InvalidArgument, match="numpy array or an object with __dlpack__"):
+        dsp.switch([[1, 2]], (2, 2), 0, 1, comm)
+
+
+def test_freed_mpi4py_communicator(comm):
+    sub = MPI.COMM_WORLD.Dup()
+    c = dsp.Comm(sub)
+    sub.Free()  # dsp keeps its own duplicate: still usable
+    a = full()
+    y = dsp.switch(block(a, 1, c.rank, c.size), G, 1, 2, c)
+    assert np.array_equal(y, block(a, 2, c.rank, c.size))
+    with pytest.raises(dsp.InvalidArgument, match="COMM_NULL"):
+        dsp.Comm(sub)
+    with pytest.raises(dsp.InvalidArgument, match="mpi4py communicator"):
+        dsp.Comm(42)
+
+
+def test_errors_are_dsp_errors():
+    assert issubclass(dsp.InvalidArgument, dsp.Error) and issubclass(dsp.InvalidArgument, ValueError)
+    for cls in (dsp.MismatchError, dsp.ResourceError, dsp.UsageError, dsp.TimeoutError, dsp.BackendError):
+        assert issubclass(cls, dsp.Error)
+    assert issubclass(dsp.Error, RuntimeError)
