@@ -493,14 +493,13 @@ struct Facts {
 };
 
 template <class G>
-void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>& out, bool split_phase) {
+void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>& out, std::string local,
+                bool split_phase) {
   using traits = dsp::detail::group_traits<G>;
   constexpr bool mesh = dsp::is_mesh_v<G>;
   dsp::detail::CallFacts& f = x.f;
-  std::copy(r.global.begin(), r.global.end(), x.global.begin());
-  x.error = r.error;
-  if (x.error.empty()) x.error = layout_error(r, mesh);
-  if (x.error.empty()) x.error = block_error(r, g);
+  std::copy_n(r.global.begin(), std::min(r.global.size(), kMaxRank), x.global.begin());
+  x.error = std::move(local);
   if (x.error.empty()) x.plan = plan_request(r, mesh, split_phase);
   else x.plan.op = split_phase ? Op::start_redistribute : r.op;
   if (x.error.empty() && r.wire != dsp::Wire::exact && plan_reduces(x.plan.steps()))
@@ -510,7 +509,7 @@ void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>
         "an exact redistribute.";
   f.op = x.plan.op, f.dst = x.plan.dst, f.arg = x.plan.arg, f.wire = r.wire;
   f.dst_codes = x.plan.dst_codes ? r.to.data() : nullptr;
-  f.n = std::max<std::size_t>(r.in.size(), 1);
+  f.n = std::clamp<std::size_t>(r.in.size(), 1, kMaxBatch);  // past kMaxBatch: r.error says so
   f.tensor_rank = std::min(r.global.size(), kMaxRank);
   f.rank = traits::world(g).rank();
   dsp::detail::BatchTypeText types;
@@ -526,6 +525,7 @@ void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>
   f.mesh_axes = mesh ? std::uint32_t(r.axes) : 0;
   const auto shape = traits::shape(g);
   for (std::size_t a = 0; a < shape.size(); ++a) f.mesh_shape[a] = shape[a];
+  for (std::size_t k = 0; k < f.n; ++k) x.t[k].extents = x.t[k].out_extents = x.global.data();
   for (std::size_t k = 0; k < r.in.size() && k < kMaxBatch; ++k) {
     dsp::detail::TensorFacts& t = x.t[k];
     const Block& b = r.in[k];
@@ -610,7 +610,7 @@ py::object run(Request& r, py::handle group, bool list) {
     if (local.empty()) local = layout_error(r, mesh);
     if (local.empty()) local = block_error(r, g);
     std::vector<Block> out = outputs(r, g, local);
-    fill_facts(x, r, g, out, false);
+    fill_facts(x, r, g, out, std::move(local), false);
     dsp::detail::GroupPorts<G, Space> ports(g);
     {
       py::gil_scoped_release release;
@@ -676,7 +676,7 @@ std::unique_ptr<Handle> start(Request& r, py::handle group, bool list) {
     if (local.empty()) local = layout_error(r, mesh);
     if (local.empty()) local = block_error(r, g);
     std::vector<Block> out = outputs(r, g, local);
-    fill_facts(x, r, g, out, true);
+    fill_facts(x, r, g, out, std::move(local), true);
     auto ports = std::make_shared<dsp::detail::GroupPorts<G, Space>>(g);
     const auto& og = ports->group();
     std::unique_ptr<dsp::detail::Flight<Space>> f;

@@ -141,3 +141,14 @@ def test_errors_are_dsp_errors():
     for cls in (dsp.MismatchError, dsp.ResourceError, dsp.UsageError, dsp.TimeoutError, dsp.BackendError):
         assert issubclass(cls, dsp.Error)
     assert issubclass(dsp.Error, RuntimeError)
+
+
+def test_batch_and_rank_limits(comm):
+    x = np.zeros(dsp.local_shape(G, dsp.Sharded(1), comm), np.float32)
+    raises_on_all(lambda: dsp.redistribute([], G, dsp.Sharded(1), dsp.Sharded(2), comm), dsp.InvalidArgument,
+                  "a batch has 1 to 16 blocks")
+    raises_on_all(lambda: dsp.redistribute([x] * 17, G, dsp.Sharded(1), dsp.Sharded(2), comm), dsp.InvalidArgument,
+                  "a batch has 1 to 16 blocks")
+    g9 = (1, ) * 9
+    raises_on_all(lambda: dsp.switch(np.zeros(g9, np.float32), g9, 0, 1, comm), dsp.InvalidArgument,
+                  "a tensor has 1 to 8 dims")
