@@ -7,7 +7,7 @@ needs that axis whole on every rank: the field lives Sharded along another
 axis, and dsp.switch moves the shard between sweeps (one all-to-all each).
 Checked against the same sweeps on the whole field.
 
-    mpiexec -n 4 python3 examples/python/heat_numpy.py
+    PYTHONPATH=build-test/python mpiexec -n 4 /usr/bin/python3 examples/python/heat_numpy.py
 """
 import numpy as np
 from mpi4py import MPI

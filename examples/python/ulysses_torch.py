@@ -8,7 +8,7 @@ attention mixes the T frames of each spatial token: one dsp.torch.switch moves
 the shard from T to S, the attention runs locally, and a second switch moves
 it back. Forward and backward are checked against the same block on one rank.
 
-    mpiexec -n 4 python3 examples/python/ulysses_torch.py
+    PYTHONPATH=build-test/python mpiexec -n 4 /usr/bin/python3 examples/python/ulysses_torch.py
 """
 import torch
 from mpi4py import MPI

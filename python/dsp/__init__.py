@@ -127,38 +127,53 @@ def local_shape(global_shape, layout, comm_or_mesh):
     return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
 
 
+def _collective(name, group, read):
+    """The arguments `read()` returns, or, where they are bad on this rank, an InvalidArgument on every rank of
+    `group` (the other ranks are in the call: they raise MismatchError instead of waiting)."""
+    try:
+        return read()
+    except InvalidArgument as e:
+        if isinstance(group, (Comm, Mesh)):
+            _dsp.fail(group, name, str(e))
+        raise
+
+
 def redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     """Moves ``x`` (this rank's block, or a list of blocks: a batch) from layout ``src`` to ``dst``.
 
     Returns the new block (a list for a list), of the same kind as ``x``.
-    ``wire``: None (exact), "bf16", "fp16", "fp8_e4m3" (float tensors) or
-    "fp32" (double tensors). Collective over ``comm_or_mesh``.
+    ``wire``: None (exact), "bf16", "fp16", "fp8_e4m3" (float tensors; docs/python.md says which wire
+    takes which type) or "fp32" (double tensors). Collective over ``comm_or_mesh``.
     """
-    return _dsp.redistribute(x, _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), comm_or_mesh,
-                             _wire(wire), "dsp::redistribute")
+    g, s, d, w = _collective("dsp::redistribute", comm_or_mesh, lambda:
+                             (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
+    return _dsp.redistribute(x, g, s, d, comm_or_mesh, w, "dsp::redistribute")
 
 
 def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     """As redistribute, split-phase: returns a ``dsp.Handle`` (``test()``, ``wait()``, ``result()``).
 
-    Wait every handle on every rank (a handle dropped unwaited waits when it
+    ``result()`` waits first. Wait every handle on every rank (a handle dropped unwaited waits when it
     is collected); do not touch ``x`` or the result until then.
     """
-    return _dsp.start(x, _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), comm_or_mesh, _wire(wire))
+    g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, lambda:
+                             (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
+    return _dsp.start(x, g, s, d, comm_or_mesh, w)
 
 
 def switch(x, global_shape, src_dim, dst_dim, comm, wire=None):
     """The paper's dynamic switch: Sharded(src_dim) -> Sharded(dst_dim), one all-to-all."""
-    return _dsp.redistribute(x, _shape(global_shape), [_dim(src_dim, "src_dim")], [_dim(dst_dim, "dst_dim")], comm,
-                             _wire(wire), "dsp::dynamic_switch")
+    g, s, d, w = _collective("dsp::dynamic_switch", comm, lambda:
+                             (_shape(global_shape), _dim(src_dim, "src_dim"), _dim(dst_dim, "dst_dim"), _wire(wire)))
+    return _dsp.redistribute(x, g, [s], [d], comm, w, "dsp::dynamic_switch")
 
 
 def split(x, global_shape, dim, comm):
-    """Replicated -> Sharded(dim): this rank's slice; local, no communication."""
+    """Replicated -> Sharded(dim): this rank's slice; local, no communication (so its errors are local too)."""
     return _dsp.redistribute(x, _shape(global_shape), [Replicated.code], [_dim(dim, "dim")], comm, 0, "dsp::split")
 
 
 def gather(x, global_shape, dim, comm, wire=None):
     """Sharded(dim) -> Replicated: one all-gather."""
-    return _dsp.redistribute(x, _shape(global_shape), [_dim(dim, "dim")], [Replicated.code], comm, _wire(wire),
-                             "dsp::gather")
+    g, d, w = _collective("dsp::gather", comm, lambda: (_shape(global_shape), _dim(dim, "dim"), _wire(wire)))
+    return _dsp.redistribute(x, g, [d], [Replicated.code], comm, w, "dsp::gather")

@@ -387,17 +387,21 @@ bool is_max_min(long c) { return c == kPartialMax || c == kPartialMin; }
 std::string layout_error(const Request& r, bool mesh) {
   if (!r.given_axes)
     return mesh ? "dsp::redistribute<To>: on a dsp::Mesh, To must be dsp::Axes<...> with exactly one placement per "
-                  "mesh axis."
-                : "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, dsp::Sharded<D> or "
-                  "dsp::Partial<Op>.";
+                  "mesh axis. (From Python: src and dst are tuples of " +
+                      std::to_string(r.axes) + " placements, one per axis of the mesh.)"
+                : std::string(
+                      "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, "
+                      "dsp::Sharded<D> or dsp::Partial<Op>. (From Python: src and dst are one placement "
+                      "each, not tuples.)");
   const std::size_t rank = r.global.size();
   if (rank == 0 || rank > kMaxRank)
     return std::string(r.name) + ": a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " +
            std::to_string(rank);
+  const std::string here = " (Here: a tensor of " + std::to_string(rank) + " dims.)";
   if (!fits(r.from, r.axes, rank))
-    return "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.";
+    return "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank." + here;
   if (!fits(r.to, r.axes, rank))
-    return "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the tensor's rank.";
+    return "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the tensor's rank." + here;
   if (has(r.from, r.axes, is_partial) || has(r.to, r.axes, is_partial)) {
     for (const Block& b : r.in) {
       if (!b.type) continue;
@@ -488,6 +492,7 @@ struct Facts {
   dsp::detail::CallFacts f;
   std::array<dsp::detail::TensorFacts, kMaxBatch> t{};
   std::array<std::size_t, kMaxRank> global{};
+  dsp::detail::BatchTypeText types;  // a batch's type names (CallFacts::type_name points here)
   Planned plan;
   std::string error;
 };
@@ -512,7 +517,7 @@ void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>
   f.n = std::clamp<std::size_t>(r.in.size(), 1, kMaxBatch);  // past kMaxBatch: r.error says so
   f.tensor_rank = std::min(r.global.size(), kMaxRank);
   f.rank = traits::world(g).rank();
-  dsp::detail::BatchTypeText types;
+  dsp::detail::BatchTypeText& types = x.types;
   std::uint64_t bytes = 0;
   for (const Block& b : r.in)
     if (b.type) types.add(b.type->name, b.type->size), bytes += b.type->size;
@@ -716,13 +721,24 @@ Request request(py::handle x, const std::vector<std::size_t>& global, const std:
     r.to[a] = a < dst.size() ? dst[a] : kReplicated;
   }
   list = py::isinstance<py::list>(x) || py::isinstance<py::tuple>(x);
+  // A block dsp cannot take is this rank's fault, found before the collective:
+  // recorded, so that every rank raises at the agreement check.
+  auto take = [&](py::handle b, std::size_t k) {
+    try {
+      r.in.push_back(block_of(b));
+    } catch (const std::exception& e) {  // dsp::InvalidArgument, or a Python error from __dlpack__
+      if (r.error.empty())
+        r.error = std::string(name) + ": " + (list ? "block " + std::to_string(k) + " of the batch: " : "") + e.what();
+    }
+  };
   if (list) {
-    for (py::handle b : x) r.in.push_back(block_of(b));
-    if (r.in.empty() || r.in.size() > kMaxBatch)
+    std::size_t k = 0;
+    for (py::handle b : x) take(b, k++);
+    if (r.error.empty() && (r.in.empty() || r.in.size() > kMaxBatch))
       r.error = std::string(name) + ": a batch has 1 to " + std::to_string(kMaxBatch) + " blocks, not " +
                 std::to_string(r.in.size());
   } else {
-    r.in.push_back(block_of(x));
+    take(x, 0);
   }
   return r;
 }
@@ -882,6 +898,16 @@ PYBIND11_MODULE(_dsp, m) {
     const char* n = names.try_emplace(name, name).first->second.c_str();
     Request r = request(x, global, src, dst, group, wire, Op::redistribute, n, list);
     return run(r, group, list);
+  });
+  // A front-end argument error found in Python (a shape, layout or wire the
+  // package could not read), raised on every rank of the group through the
+  // agreement check: the other ranks are already in (or entering) the call.
+  m.def("fail", [](py::handle group, const std::string& name, const std::string& text) {
+    Request r;
+    r.name = "dsp";
+    r.error = name + ": " + text;
+    r.axes = group_axes(group);
+    run(r, group, false);
   });
   m.def("start", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
                     const std::vector<long>& dst, py::handle group, int wire) {

@@ -152,3 +152,29 @@ def test_batch_and_rank_limits(comm):
     g9 = (1, ) * 9
     raises_on_all(lambda: dsp.switch(np.zeros(g9, np.float32), g9, 0, 1, comm), dsp.InvalidArgument,
                   "a tensor has 1 to 8 dims")
+
+
+def test_unreadable_arguments_on_one_rank(comm):
+    # Arguments the package cannot read, on rank 0 only: a list as a block, a shape that is not a sequence,
+    # a placement that is not one. Every rank raises; nobody waits.
+    x = np.zeros(dsp.local_shape(G, dsp.Sharded(1), comm), np.float32)
+    bad = comm.rank == 0
+    raises_everywhere(lambda: dsp.switch([[1, 2]] if bad else x, G, 1, 2, comm), dsp.InvalidArgument,
+                      dsp.MismatchError, match="numpy array or an object with __dlpack__")
+    raises_everywhere(lambda: dsp.switch(x, 7 if bad else G, 1, 2, comm), dsp.InvalidArgument, dsp.MismatchError,
+                      match="global_shape is a sequence")
+    raises_everywhere(lambda: dsp.redistribute(x, G, 1 if bad else dsp.Sharded(1), dsp.Sharded(2), comm),
+                      dsp.InvalidArgument, dsp.MismatchError, match="src is a placement")
+    raises_everywhere(lambda: dsp.gather(x, G, 1, comm, wire="int4" if bad else None), dsp.InvalidArgument,
+                      dsp.MismatchError, match="wire is None")
+
+
+def test_batch_type_names_in_the_message(comm):
+    if comm.size == 1:
+        return
+    a = full()
+    x = block(a, 1, comm.rank, comm.size)
+    other = x.astype(np.float64) if comm.rank == 0 else x
+    e = raises_everywhere(lambda: dsp.redistribute([x, other], G, dsp.Sharded(1), dsp.Sharded(2), comm),
+                          dsp.MismatchError, dsp.MismatchError)
+    assert "float,double" in str(e) or "float,float" in str(e), str(e)
