@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -203,8 +204,60 @@ Block dlpack_block(py::object x) {
   return b;
 }
 
+/// torch's Tensor type and its dtypes, where torch is imported (looked up
+/// once, then kept: a torch tensor is read through its attributes, which
+/// costs about a fifth of a DLPack export).
+struct TorchTypes {
+  PyObject* tensor = nullptr;  // torch.Tensor, or nullptr: torch not imported yet
+  std::vector<std::pair<PyObject*, const TypeInfo*>> dtypes;
+};
+const TorchTypes& torch_types() {
+  static TorchTypes* t = nullptr;
+  if (t) return *t;
+  static const TorchTypes none;
+  py::dict modules = py::module_::import("sys").attr("modules");
+  if (!modules.contains("torch")) return none;  // no torch tensor can exist yet
+  py::module_ torch = modules["torch"];
+  auto* n = new TorchTypes;  // kept for the process: holds Python objects, never destroyed as a static
+  n->tensor = py::object(torch.attr("Tensor")).release().ptr();
+  const std::pair<const char*, const TypeInfo*> names[] = {
+      {"bool", type_of('b', 1)},    {"int8", type_of('i', 1)},      {"int16", type_of('i', 2)},
+      {"int32", type_of('i', 4)},   {"int64", type_of('i', 8)},     {"uint8", type_of('u', 1)},
+      {"float16", type_of('f', 2)}, {"bfloat16", type_of('h', 2)},  {"float32", type_of('f', 4)},
+      {"float64", type_of('f', 8)}, {"complex64", type_of('c', 8)}, {"complex128", type_of('c', 16)}};
+  for (const auto& [name, info] : names)
+    if (py::hasattr(torch, name)) n->dtypes.emplace_back(py::object(torch.attr(name)).release().ptr(), info);
+  t = n;
+  return *t;
+}
+
+/// A CPU torch tensor's block, from its attributes (data_ptr includes the
+/// storage offset); other devices, or a dtype not in the table, through DLPack.
+std::optional<Block> torch_block(py::handle x, const TorchTypes& tt) {
+  if (!x.attr("is_cpu").cast<bool>()) return std::nullopt;
+  PyObject* dt = x.attr("dtype").ptr();
+  const TypeInfo* type = nullptr;
+  for (const auto& [d, info] : tt.dtypes)
+    if (d == dt) type = info;
+  if (!type) return std::nullopt;
+  Block b;
+  b.array = b.keep = py::reinterpret_borrow<py::object>(x);
+  b.type = type;
+  for (py::handle e : x.attr("shape")) b.shape.push_back(e.cast<std::size_t>());
+  b.data = reinterpret_cast<void*>(x.attr("data_ptr")().cast<std::uintptr_t>());
+  std::size_t n = 1;
+  for (std::size_t e : b.shape) n *= e;
+  if (n > 1 && !x.attr("is_contiguous")().cast<bool>())
+    b.error =
+        "the array is not contiguous (dsp takes each rank's block as one row-major array, without copying: "
+        "pass x.contiguous())";
+  return b;
+}
+
 Block block_of(py::handle x) {
   if (py::isinstance<py::array>(x)) return numpy_block(py::reinterpret_borrow<py::array>(x));
+  if (const TorchTypes& tt = torch_types(); tt.tensor && PyObject_TypeCheck(x.ptr(), (PyTypeObject*)tt.tensor))
+    if (std::optional<Block> b = torch_block(x, tt)) return std::move(*b);
   if (py::hasattr(x, "__dlpack__")) return dlpack_block(py::reinterpret_borrow<py::object>(x));
   throw dsp::InvalidArgument("dsp: a block is a numpy array or an object with __dlpack__ (a torch tensor), not " +
                              std::string(py::str(py::type::of(x).attr("__name__"))));
