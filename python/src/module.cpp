@@ -36,7 +36,6 @@ using Comm = dsp::MpiCommunicator;
 using dsp::ElemKind;
 using dsp::MeshStep;
 using dsp::detail::Op;
-using dsp::detail::Status;
 constexpr std::size_t kMaxAxes = dsp::kMaxAxes;
 constexpr std::size_t kMaxRank = dsp::kMaxRank;
 constexpr std::size_t kMaxBatch = dsp::detail::kMaxBatch;
@@ -411,8 +410,7 @@ const std::vector<MeshStep>& plan_of(const Codes& from, const Codes& to, std::si
 
 /// One call, as the Python front end describes it.
 struct Request {
-  Op op = Op::redistribute;
-  const char* name = "dsp::redistribute";  // for messages
+  std::string name = "dsp::redistribute";  // the C++ call it stands for, in messages
   std::vector<Block> in;
   std::vector<std::size_t> global;
   Codes from{}, to{};
@@ -448,7 +446,7 @@ std::string layout_error(const Request& r, bool mesh) {
                       "each, not tuples.)");
   const std::size_t rank = r.global.size();
   if (rank == 0 || rank > kMaxRank)
-    return std::string(r.name) + ": a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " +
+    return r.name + ": a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " +
            std::to_string(rank);
   const std::string here = " (Here: a tensor of " + std::to_string(rank) + " dims.)";
   if (!fits(r.from, r.axes, rank))
@@ -483,7 +481,7 @@ std::string block_error(const Request& r, const G& g) {
   for (std::size_t k = 0; k < r.in.size(); ++k) {
     const Block& b = r.in[k];
     const std::string which = r.in.size() > 1 ? "block " + std::to_string(k) + " of the batch" : "the block";
-    const std::string who = std::string(r.name) + " (rank " + std::to_string(rank) + "): " + which + ": ";
+    const std::string who = r.name + " (rank " + std::to_string(rank) + "): " + which + ": ";
     if (!b.error.empty()) return who + b.error;
     if (b.shape != w)
       return who + "its shape is " + shape_text(b.shape) + ", but this rank's block of global shape " +
@@ -550,16 +548,35 @@ struct Facts {
   std::string error;
 };
 
+/// The outputs of a request: arrays like its inputs, of the target layout's
+/// block shape (none when the request already failed: the agreement check
+/// raises before anything is written).
 template <class G>
-void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>& out, std::string local,
-                bool split_phase) {
+std::vector<Block> outputs(const Request& r, const G& g, const std::string& error) {
+  std::vector<Block> out;
+  if (!error.empty()) return out;
+  const auto shape = out_shape(r, g);
+  for (const Block& b : r.in) {
+    Block o = block_of(empty_like(b, shape));
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+/// The facts of request `r` on group `g` (its local checks first: a failure
+/// goes into the facts, for the agreement check) and its outputs.
+template <class G>
+std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split_phase) {
   using traits = dsp::detail::group_traits<G>;
   constexpr bool mesh = dsp::is_mesh_v<G>;
   dsp::detail::CallFacts& f = x.f;
   std::copy_n(r.global.begin(), std::min(r.global.size(), kMaxRank), x.global.begin());
-  x.error = std::move(local);
+  x.error = r.error;
+  if (x.error.empty()) x.error = layout_error(r, mesh);
+  if (x.error.empty()) x.error = block_error(r, g);
+  std::vector<Block> out = outputs(r, g, x.error);
   if (x.error.empty()) x.plan = plan_request(r, mesh, split_phase);
-  else x.plan.op = split_phase ? Op::start_redistribute : r.op;
+  else x.plan.op = split_phase ? Op::start_redistribute : Op::redistribute;
   if (x.error.empty() && r.wire != dsp::Wire::exact && plan_reduces(x.plan.steps()))
     x.error =
         "dsp::redistribute(x, wire): the plan has a reduction (a Partial placement); a reduction's sum cannot "
@@ -612,21 +629,6 @@ void fill_facts(Facts& x, const Request& r, const G& g, const std::vector<Block>
   f.steps = x.plan.steps().data(), f.n_steps = x.plan.steps().size();
   f.from = r.from.data(), f.axes = r.axes;
   f.error = x.error.empty() ? nullptr : x.error.c_str();
-  f.error_status = Status::bad_argument;
-}
-
-/// The outputs of a request: arrays like its inputs, of the target layout's
-/// block shape (none when the request already failed: the agreement check
-/// raises before anything is written).
-template <class G>
-std::vector<Block> outputs(const Request& r, const G& g, const std::string& error) {
-  std::vector<Block> out;
-  if (!error.empty()) return out;
-  const auto shape = out_shape(r, g);
-  for (const Block& b : r.in) {
-    Block o = block_of(empty_like(b, shape));
-    out.push_back(std::move(o));
-  }
   return out;
 }
 
@@ -664,11 +666,7 @@ py::object run(Request& r, py::handle group, bool list) {
     if constexpr (!mesh)
       if (is_split(r, mesh)) return run_split(r, g, list);
     Facts x;
-    std::string local = r.error;
-    if (local.empty()) local = layout_error(r, mesh);
-    if (local.empty()) local = block_error(r, g);
-    std::vector<Block> out = outputs(r, g, local);
-    fill_facts(x, r, g, out, std::move(local), false);
+    std::vector<Block> out = fill_facts(x, r, g, false);
     dsp::detail::GroupPorts<G, Space> ports(g);
     {
       py::gil_scoped_release release;
@@ -733,13 +731,8 @@ class Handle {
 std::unique_ptr<Handle> start(Request& r, py::handle group, bool list) {
   return with_group(group, [&](const auto& g) -> std::unique_ptr<Handle> {
     using G = std::remove_cvref_t<decltype(g)>;
-    constexpr bool mesh = dsp::is_mesh_v<G>;
     Facts x;
-    std::string local = r.error;
-    if (local.empty()) local = layout_error(r, mesh);
-    if (local.empty()) local = block_error(r, g);
-    std::vector<Block> out = outputs(r, g, local);
-    fill_facts(x, r, g, out, std::move(local), true);
+    std::vector<Block> out = fill_facts(x, r, g, true);
     auto ports = std::make_shared<dsp::detail::GroupPorts<G, Space>>(g);
     const auto& og = ports->group();
     std::unique_ptr<dsp::detail::Flight<Space>> f;
@@ -761,10 +754,9 @@ std::size_t group_axes(py::handle g) {
 /// A request from Python's arguments: x a block or a list of blocks; src and
 /// dst lists of placement codes (one per axis, as the package makes them).
 Request request(py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
-                const std::vector<long>& dst, py::handle group, int wire, Op op, const char* name, bool& list) {
+                const std::vector<long>& dst, py::handle group, int wire, std::string name, bool& list) {
   Request r;
-  r.op = op;
-  r.name = name;
+  r.name = std::move(name);
   r.global = global;
   r.wire = static_cast<dsp::Wire>(wire);
   r.axes = group_axes(group);
@@ -781,15 +773,15 @@ Request request(py::handle x, const std::vector<std::size_t>& global, const std:
       r.in.push_back(block_of(b));
     } catch (const std::exception& e) {  // dsp::InvalidArgument, or a Python error from __dlpack__
       if (r.error.empty())
-        r.error = std::string(name) + ": " + (list ? "block " + std::to_string(k) + " of the batch: " : "") + e.what();
+        r.error = r.name + ": " + (list ? "block " + std::to_string(k) + " of the batch: " : "") + e.what();
     }
   };
   if (list) {
     std::size_t k = 0;
     for (py::handle b : x) take(b, k++);
     if (r.error.empty() && (r.in.empty() || r.in.size() > kMaxBatch))
-      r.error = std::string(name) + ": a batch has 1 to " + std::to_string(kMaxBatch) + " blocks, not " +
-                std::to_string(r.in.size());
+      r.error =
+          r.name + ": a batch has 1 to " + std::to_string(kMaxBatch) + " blocks, not " + std::to_string(r.in.size());
   } else {
     take(x, 0);
   }
@@ -947,9 +939,7 @@ PYBIND11_MODULE(_dsp, m) {
                            const std::vector<long>& dst, py::handle group, int wire, const std::string& name) {
     check_wire(wire);
     bool list = false;
-    static std::map<std::string, std::string> names;  // stable c_str for the Request
-    const char* n = names.try_emplace(name, name).first->second.c_str();
-    Request r = request(x, global, src, dst, group, wire, Op::redistribute, n, list);
+    Request r = request(x, global, src, dst, group, wire, name, list);
     return run(r, group, list);
   });
   // A front-end argument error found in Python (a shape, layout or wire the
@@ -966,7 +956,7 @@ PYBIND11_MODULE(_dsp, m) {
                     const std::vector<long>& dst, py::handle group, int wire) {
     check_wire(wire);
     bool list = false;
-    Request r = request(x, global, src, dst, group, wire, Op::start_redistribute, "dsp::start_redistribute", list);
+    Request r = request(x, global, src, dst, group, wire, "dsp::start_redistribute", list);
     return start(r, group, list);
   });
   m.def(

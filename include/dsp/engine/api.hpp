@@ -95,11 +95,10 @@ struct CallFacts {
   const long* from = nullptr;  // = src_codes, one per axis of the plan
   std::size_t axes = 1;
   const TensorFacts* t = nullptr;  // n of them (the typed layer's array)
-  // A local failure the front end found before the call (a run-time front
+  // A bad argument the front end found before the call (a run-time front
   // end's: the Python module's block, dtype or layout checks), or nullptr:
   // then every rank raises at the agreement check, this one with this text.
   const char* error = nullptr;
-  Status error_status = Status::bad_argument;
 };
 
 /// What is wrong with an output, as text (cold: only on error).

@@ -110,7 +110,7 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
   s.wire = static_cast<std::uint32_t>(f.wire);
   if (f.error) {
     c.err = f.error;
-    s.status = static_cast<std::uint32_t>(f.error_status);
+    s.status = static_cast<std::uint32_t>(Status::bad_argument);
   }
   for (std::size_t k = 0; k < f.n && c.err.empty(); ++k) {
     const TensorFacts& t = f.t[k];
