@@ -245,33 +245,24 @@ class Steps {
   void* old_data_ = nullptr;
 };
 
-/// The MPI communicator of a tensor's group (a mesh: the one it was made from).
-template <class X>
-MPI_Comm mpi_comm_of(const X& x) {
-  using G = typename X::communicator_type;
-  return dsp::detail::group_traits<G>::world(x.communicator()).native();
-}
-
 /// The world communicator of a tensor's group, as dsp's MPI communicator.
 template <class X>
 const auto& world_of(const X& x) {
   return dsp::detail::group_traits<typename X::communicator_type>::world(x.communicator());
 }
 
-/// Collective over x's world, before any file is touched: dsp's agreement
-/// check (operation, call site, element type, extents, layout, settings,
-/// this rank's own failure `err`), then the file and dataset names. Every
-/// rank raises on a disagreement or a failure anywhere; a rank whose `turn`
-/// is not held raises UsageError.
-template <class X, class Port>
-void agree_call(Port& port, const X& x, dsp::detail::Op op, const std::string& file, const std::string& dataset,
-                const std::source_location& loc, const IoTurn& turn, std::string err) {
+/// Collective over the tensor's world, before any file is touched: dsp's
+/// agreement check on `sig` (operation, call site, element type, extents,
+/// layout, settings; this rank's own failure `err`), then the file and
+/// dataset names. Every rank raises on a disagreement or a failure anywhere;
+/// a rank whose `turn` is not held raises UsageError.
+template <class Port>
+void agree_io(Port& port, dsp::detail::Signature sig, const std::string& file, const std::string& dataset,
+              const IoTurn& turn, std::string err) {
   using namespace dsp::detail;
-  const char* name = op_name(std::uint32_t(op));
+  const Op op = static_cast<Op>(sig.op);
+  const char* name = op_name(sig.op);
   const std::string who = std::string(name) + " (rank " + std::to_string(port.rank()) + ")";
-  Signature sig = make_signature<typename X::value_type>(op, x.global_extents(), 0, 0, loc);
-  X::set_layouts(sig, x.communicator());
-  for (std::size_t a = 0; a < kMaxAxes; ++a) sig.dst_layout[a] = sig.src_layout[a];
   if (!turn.held())
     err = who +
           ": another thread of this process is inside dsp::hdf5::save or load; HDF5 here is not thread-safe, so "
@@ -372,15 +363,14 @@ inline Handle collective_transfer() {
 }
 
 /// The hyperslab of this rank's block (or none), in a dataspace of the global extents.
-template <std::size_t R>
-Handle block_space(const std::array<std::size_t, R>& global, const std::array<std::size_t, R>& off,
-                   const std::array<std::size_t, R>& cnt, bool select) {
-  hsize_t g[R > 0 ? R : 1], o[R > 0 ? R : 1], c[R > 0 ? R : 1];
-  for (std::size_t d = 0; d < R; ++d) g[d] = global[d], o[d] = off[d], c[d] = cnt[d];
-  Handle space(H5Screate_simple(int(R), g, nullptr), H5Sclose);
-  if (!space) return space;
+inline Handle block_space(std::span<const std::size_t> global, std::span<const std::size_t> off,
+                          std::span<const std::size_t> cnt, bool select) {
+  const std::size_t r = global.size();
+  hsize_t g[dsp::kMaxRank], o[dsp::kMaxRank], c[dsp::kMaxRank];
   std::size_t n = 1;
-  for (std::size_t d = 0; d < R; ++d) n *= cnt[d];
+  for (std::size_t d = 0; d < r; ++d) g[d] = global[d], o[d] = off[d], c[d] = cnt[d], n *= cnt[d];
+  Handle space(H5Screate_simple(int(r), g, nullptr), H5Sclose);
+  if (!space) return space;
   if (select && n > 0) H5Sselect_hyperslab(space.id, H5S_SELECT_SET, o, nullptr, c, nullptr);
   else H5Sselect_none(space.id);
   return space;
@@ -389,18 +379,17 @@ Handle block_space(const std::array<std::size_t, R>& global, const std::array<st
 /// The memory dataspace of this rank's block, shaped as the block (HDF5
 /// then maps it to the file's hyperslab without scattering element by
 /// element), all of it selected, or nothing.
-template <std::size_t R>
-Handle memory_space(const std::array<std::size_t, R>& cnt, bool select) {
-  hsize_t c[R > 0 ? R : 1];
+inline Handle memory_space(std::span<const std::size_t> cnt, bool select) {
+  hsize_t c[dsp::kMaxRank];
   std::size_t n = 1;
-  for (std::size_t d = 0; d < R; ++d) c[d] = cnt[d], n *= cnt[d];
+  for (std::size_t d = 0; d < cnt.size(); ++d) c[d] = cnt[d], n *= cnt[d];
   if (n == 0) {
     const hsize_t one = 1;
     Handle space(H5Screate_simple(1, &one, nullptr), H5Sclose);
     if (space) H5Sselect_none(space.id);
     return space;
   }
-  Handle space(H5Screate_simple(int(R), c, nullptr), H5Sclose);
+  Handle space(H5Screate_simple(int(cnt.size()), c, nullptr), H5Sclose);
   if (space && !select) H5Sselect_none(space.id);
   return space;
 }
@@ -438,6 +427,187 @@ inline bool exists(hid_t file, const std::vector<std::string>& parts, std::size_
   return true;
 }
 
+/// This rank's block on the host, reached only once every check has passed
+/// (a device block is copied to the host there; a host block is itself).
+struct HostBlock {
+  void* (*get)(void* self) = nullptr;  // save: the block's elements on the host; load: where to read them
+  void (*put)(void* self) = nullptr;   // load: the host elements back into the block (nullptr: nothing to do)
+  void* self = nullptr;
+};
+
+/// One save or load, on bytes: what a front end (the typed one below, the
+/// Python module) describes. `sig` is the agreement signature (operation,
+/// element type, extents, layout, call site); `global`, `off`, `cnt` the
+/// global extents and this rank's box; `type` the dataset's HDF5 type and
+/// `type_text` its name in messages.
+struct Io {
+  dsp::detail::Signature sig;
+  std::span<const std::size_t> global, off, cnt;
+  hid_t type = -1;
+  const char* type_text = "";
+  HostBlock host;
+};
+
+/// dsp::hdf5::save on bytes. Collective over `world` (the tensor's world
+/// communicator); `err`: this rank's own failure, found by the front end.
+template <class World>
+void save_io(const World& world, const Io& io, const std::string& file, const std::string& dataset, std::string err) {
+  const IoTurn turn;
+  dsp::detail::PortOf<World> port(world);
+  const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::save");
+  std::vector<std::string> parts;
+  if (err.empty() && !split_path(dataset, parts)) err = "the dataset path is empty";
+  agree_io(port, io.sig, file, dataset, turn, std::move(err));
+  const MPI_Comm comm = world.native();
+  Steps steps(comm, "dsp::hdf5::save", file, dataset);
+  const std::size_t n = std::size_t(port.size()), r = io.global.size();
+  // Each distinct block is written by its lowest rank.
+  std::vector<std::size_t> mine(2 * r), all(n * 2 * r);
+  std::copy(io.off.begin(), io.off.end(), mine.begin());
+  std::copy(io.cnt.begin(), io.cnt.end(), mine.begin() + std::ptrdiff_t(r));
+  port.control_all_gather(mine.data(), all.data(), mine.size() * sizeof(std::size_t));
+  bool writer = true;
+  for (int k = 0; k < steps.rank() && writer; ++k)
+    writer = !std::equal(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(std::size_t(k) * 2 * r));
+  // The file: created, or opened when rank 0 sees it exists.
+  int there = 0;
+  if (steps.rank() == 0) there = ::access(file.c_str(), F_OK) == 0;
+  MPI_Bcast(&there, 1, MPI_INT, 0, comm);
+  Handle fapl = mpio_access(comm);
+  Handle f(there ? H5Fopen(file.c_str(), H5F_ACC_RDWR, fapl.id)
+                 : H5Fcreate(file.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id),
+           H5Fclose);
+  steps.check(bool(f), there ? "cannot open the file for writing (is it an HDF5 file, and writable?)"
+                             : "cannot create the file (does its directory exist, and is it writable?)");
+  std::size_t total = 1;
+  for (std::size_t e : io.global) total *= e;
+  Handle fspace = block_space(io.global, io.off, io.cnt, writer);
+  const std::string path = join_path(parts);
+  Handle ds;
+  if (exists(f.id, parts, parts.size())) {
+    const std::string what = not_a_dataset(f.id, path);
+    steps.check(what.empty(), what + "; save under another name");
+    ds = Handle(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
+    steps.check(bool(ds), "cannot open the existing dataset");
+    Handle type(H5Dget_type(ds.id), H5Tclose);
+    const auto [same_ext, have] = dataset_extents(ds.id, io.global);
+    steps.check(same_ext, "the dataset exists with extents " + have + ", not the tensor's " + extents_text(io.global) +
+                              "; save under another name");
+    steps.check(type && H5Tequal(type.id, io.type) > 0,
+                "the dataset exists with element type " + (type ? type_text(type.id) : "unknown") +
+                    ", not the tensor's " + io.type_text + "; save under another name");
+    const std::string filter = missing_filter(ds.id);
+    steps.check(filter.empty(), filter + "; nothing was written");
+  } else {
+    Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    if (lcpl) H5Pset_create_intermediate_group(lcpl.id, 1);
+    ds = Handle(H5Dcreate2(f.id, path.c_str(), io.type, fspace.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    steps.check(bool(ds), "cannot create the dataset (is a part of its path a dataset?)");
+  }
+  if (total > 0) {  // an empty tensor has nothing to write (and HDF5 fails to write nothing)
+    const void* host = io.host.get(io.host.self);
+    Handle mspace = memory_space(io.cnt, writer);
+    Handle dxpl = collective_transfer();
+    const herr_t w = H5Dwrite(ds.id, io.type, mspace.id, fspace.id, dxpl.id, host);
+    steps.check(w >= 0, "the collective write failed");
+  }
+  ds.reset();
+  const herr_t c = f ? H5Fclose(f.id) : -1;
+  f.id = -1;
+  steps.check(c >= 0, "closing the file failed");
+}
+
+/// dsp::hdf5::load on bytes. Collective over `world`; `err` as for save_io.
+template <class World>
+void load_io(const World& world, const Io& io, const std::string& file, const std::string& dataset, std::string err) {
+  const IoTurn turn;
+  dsp::detail::PortOf<World> port(world);
+  const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::load");
+  std::vector<std::string> parts;
+  if (err.empty() && !split_path(dataset, parts)) err = "the dataset path is empty";
+  agree_io(port, io.sig, file, dataset, turn, std::move(err));
+  const MPI_Comm comm = world.native();
+  Steps steps(comm, "dsp::hdf5::load", file, dataset);
+  int there = 0;
+  if (steps.rank() == 0) there = ::access(file.c_str(), R_OK) == 0;
+  MPI_Bcast(&there, 1, MPI_INT, 0, comm);
+  steps.check(there, "no such file (or not readable)");
+  Handle fapl = mpio_access(comm);
+  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.id), H5Fclose);
+  steps.check(bool(f), "cannot open the file as HDF5");
+  steps.check(exists(f.id, parts, parts.size()), "no such dataset in the file");
+  const std::string path = join_path(parts);
+  const std::string what = not_a_dataset(f.id, path);
+  steps.check(what.empty(), what + "; y is unchanged");
+  Handle ds(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
+  steps.check(bool(ds), "cannot open the dataset");
+  std::size_t total = 1;
+  for (std::size_t e : io.global) total *= e;
+  {
+    Handle type(H5Dget_type(ds.id), H5Tclose);
+    const bool same_type = type && H5Tequal(type.id, io.type) > 0;
+    const auto [same_ext, have] = dataset_extents(ds.id, io.global);
+    steps.check(same_ext, "the dataset's extents " + have + " are not the tensor's " + extents_text(io.global) +
+                              "; y is unchanged");
+    steps.check(same_type, "the dataset's element type is " + (type ? type_text(type.id) : "unknown") +
+                               ", not the tensor's " + io.type_text + " (dsp::hdf5 converts no types); y is unchanged");
+  }
+  const std::string filter = total > 0 ? missing_filter(ds.id) : "";
+  steps.check(filter.empty(), filter + "; y is unchanged");
+  if (total == 0) return;  // nothing to read (and HDF5 fails to read nothing from a dataset with no storage)
+  // Straight into y's block where the host can reach it (a buffer's first
+  // touch costs more than the read on some machines: 103 ms for 32 MiB on
+  // the 2-core VM of docs/benchmarks.md), else through a host copy. Every
+  // check that can fail on good input is made above, before any reading.
+  void* host = io.host.get(io.host.self);
+  Handle fspace = block_space(io.global, io.off, io.cnt, true);
+  Handle mspace = memory_space(io.cnt, true);
+  Handle dxpl = collective_transfer();
+  const herr_t r = H5Dread(ds.id, io.type, mspace.id, fspace.id, dxpl.id, host);
+  steps.check(r >= 0, "the collective read failed (y may be partly written)");
+  if (io.host.put) io.host.put(io.host.self);
+}
+
+/// The byte-level description of a typed tensor's save or load.
+template <class X>
+struct TypedIo {
+  using View = std::remove_cvref_t<decltype(std::declval<const X&>().unchecked_local())>;
+  using Mirror = decltype(Kokkos::create_mirror_view(Kokkos::HostSpace{}, std::declval<const View&>()));
+  static constexpr std::size_t R = X::rank;
+  std::array<std::size_t, R> global, off, cnt;
+  const View* block;
+  Mirror mirror;
+  bool copy_in;  // save: the block's elements are needed on the host
+  Io io;
+
+  TypedIo(const X& x, dsp::detail::Op op, const std::source_location& loc, bool save)
+      : global(x.global_extents()), off(x.local_offsets()), cnt(x.local_extents()), block(&x.unchecked_local()),
+        copy_in(save) {
+    using T = typename X::value_type;
+    io.sig = dsp::detail::make_signature<T>(op, global, 0, 0, loc);
+    X::set_layouts(io.sig, x.communicator());
+    for (std::size_t a = 0; a < dsp::kMaxAxes; ++a) io.sig.dst_layout[a] = io.sig.src_layout[a];
+    io.global = global, io.off = off, io.cnt = cnt;
+    io.type = native_type<T>();
+    io.type_text = type_text<T>();
+    io.host = {&TypedIo::get, save ? nullptr : &TypedIo::put, this};
+  }
+  TypedIo(const TypedIo&) = delete;
+  TypedIo& operator=(const TypedIo&) = delete;
+  static void* get(void* s) {
+    auto& t = *static_cast<TypedIo*>(s);
+    Kokkos::fence();
+    t.mirror = Kokkos::create_mirror_view(Kokkos::HostSpace{}, *t.block);
+    if (t.copy_in && t.mirror.data() != t.block->data()) Kokkos::deep_copy(t.mirror, *t.block);
+    return t.mirror.data();
+  }
+  static void put(void* s) {
+    auto& t = *static_cast<TypedIo*>(s);
+    if (t.mirror.data() != t.block->data()) Kokkos::deep_copy(*t.block, t.mirror);
+    Kokkos::fence();
+  }
+};
+
 }  // namespace detail
 
 /// Writes the global tensor `x` as dataset `dataset` (a path; groups on the
@@ -453,77 +623,8 @@ void save(const X& x, const std::string& file, const std::string& dataset,
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename X::layout_type>),
                   "dsp::hdf5::save: a Partial placement holds addends, not the tensor: reduce it first "
                   "(dsp::redistribute to Replicated or Sharded<D>), then save.");
-    using T = typename X::value_type;
-    constexpr std::size_t R = X::rank;
-    const detail::IoTurn turn;
-    dsp::detail::PortOf<std::remove_cvref_t<decltype(detail::world_of(x))>> port(detail::world_of(x));
-    const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::save");
-    std::vector<std::string> parts;
-    detail::agree_call(port, x, dsp::detail::Op::hdf5_save, file, dataset, loc, turn,
-                       detail::split_path(dataset, parts) ? "" : "the dataset path is empty");
-    const MPI_Comm comm = detail::world_of(x).native();
-    detail::Steps steps(comm, "dsp::hdf5::save", file, dataset);
-    const int n = port.size();
-    // Each distinct block is written by its lowest rank.
-    const auto off = x.local_offsets(), cnt = x.local_extents();
-    std::array<std::size_t, 2 * R> mine{};
-    for (std::size_t d = 0; d < R; ++d) mine[d] = off[d], mine[R + d] = cnt[d];
-    std::vector<std::size_t> all(std::size_t(n) * 2 * R);
-    port.control_all_gather(mine.data(), all.data(), mine.size() * sizeof(std::size_t));
-    bool writer = true;
-    for (int r = 0; r < steps.rank() && writer; ++r)
-      writer = !std::equal(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(std::size_t(r) * 2 * R));
-    // The file: created, or opened when rank 0 sees it exists.
-    int there = 0;
-    if (steps.rank() == 0) there = ::access(file.c_str(), F_OK) == 0;
-    MPI_Bcast(&there, 1, MPI_INT, 0, comm);
-    detail::Handle fapl = detail::mpio_access(comm);
-    detail::Handle f(there ? H5Fopen(file.c_str(), H5F_ACC_RDWR, fapl.id)
-                           : H5Fcreate(file.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl.id),
-                     H5Fclose);
-    steps.check(bool(f), there ? "cannot open the file for writing (is it an HDF5 file, and writable?)"
-                               : "cannot create the file (does its directory exist, and is it writable?)");
-    const std::array<std::size_t, R> global = x.global_extents();
-    std::size_t total = 1;
-    for (std::size_t d = 0; d < R; ++d) total *= global[d];
-    detail::Handle fspace = detail::block_space<R>(global, off, cnt, writer);
-    const std::string path = detail::join_path(parts);
-    detail::Handle ds;
-    if (detail::exists(f.id, parts, parts.size())) {
-      const std::string what = detail::not_a_dataset(f.id, path);
-      steps.check(what.empty(), what + "; save under another name");
-      ds = detail::Handle(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-      steps.check(bool(ds), "cannot open the existing dataset");
-      detail::Handle type(H5Dget_type(ds.id), H5Tclose);
-      const auto [same_ext, have] = detail::dataset_extents(ds.id, global);
-      steps.check(same_ext, "the dataset exists with extents " + have + ", not the tensor's " +
-                                detail::extents_text(global) + "; save under another name");
-      steps.check(type && H5Tequal(type.id, detail::native_type<T>()) > 0,
-                  "the dataset exists with element type " + (type ? detail::type_text(type.id) : "unknown") +
-                      ", not the tensor's " + detail::type_text<T>() + "; save under another name");
-      const std::string filter = detail::missing_filter(ds.id);
-      steps.check(filter.empty(), filter + "; nothing was written");
-    } else {
-      detail::Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-      if (lcpl) H5Pset_create_intermediate_group(lcpl.id, 1);
-      ds = detail::Handle(
-          H5Dcreate2(f.id, path.c_str(), detail::native_type<T>(), fspace.id, lcpl.id, H5P_DEFAULT, H5P_DEFAULT),
-          H5Dclose);
-      steps.check(bool(ds), "cannot create the dataset (is a part of its path a dataset?)");
-    }
-    if (total > 0) {  // an empty tensor has nothing to write (and HDF5 fails to write nothing)
-      // The block on the host (a device block through a copy).
-      Kokkos::fence();
-      const auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace{}, x.unchecked_local());
-      detail::Handle mspace = detail::memory_space<R>(cnt, writer);
-      detail::Handle dxpl = detail::collective_transfer();
-      const herr_t w = H5Dwrite(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, host.data());
-      steps.check(w >= 0, "the collective write failed");
-    }
-    ds.reset();
-    const herr_t c = f ? H5Fclose(f.id) : -1;
-    f.id = -1;
-    steps.check(c >= 0, "closing the file failed");
+    detail::TypedIo<X> t(x, dsp::detail::Op::hdf5_save, loc, true);
+    detail::save_io(detail::world_of(x), t.io, file, dataset, "");
   }
 }
 
@@ -539,59 +640,8 @@ void load(const std::string& file, const std::string& dataset, Y& y,
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename Y::layout_type>),
                   "dsp::hdf5::load: a Partial placement holds addends, not the tensor: load into Replicated or "
                   "Sharded<D>.");
-    using T = typename Y::value_type;
-    constexpr std::size_t R = Y::rank;
-    const detail::IoTurn turn;
-    dsp::detail::PortOf<std::remove_cvref_t<decltype(detail::world_of(y))>> port(detail::world_of(y));
-    const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::load");
-    std::vector<std::string> parts;
-    detail::agree_call(port, y, dsp::detail::Op::hdf5_load, file, dataset, loc, turn,
-                       detail::split_path(dataset, parts) ? "" : "the dataset path is empty");
-    const MPI_Comm comm = detail::world_of(y).native();
-    detail::Steps steps(comm, "dsp::hdf5::load", file, dataset);
-    int there = 0;
-    if (steps.rank() == 0) there = ::access(file.c_str(), R_OK) == 0;
-    MPI_Bcast(&there, 1, MPI_INT, 0, comm);
-    steps.check(there, "no such file (or not readable)");
-    detail::Handle fapl = detail::mpio_access(comm);
-    detail::Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl.id), H5Fclose);
-    steps.check(bool(f), "cannot open the file as HDF5");
-    steps.check(detail::exists(f.id, parts, parts.size()), "no such dataset in the file");
-    const std::string path = detail::join_path(parts);
-    const std::string what = detail::not_a_dataset(f.id, path);
-    steps.check(what.empty(), what + "; y is unchanged");
-    detail::Handle ds(H5Dopen2(f.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-    steps.check(bool(ds), "cannot open the dataset");
-    const std::array<std::size_t, R> global = y.global_extents();
-    std::size_t total = 1;
-    for (std::size_t d = 0; d < R; ++d) total *= global[d];
-    {
-      detail::Handle type(H5Dget_type(ds.id), H5Tclose);
-      const bool same_type = type && H5Tequal(type.id, detail::native_type<T>()) > 0;
-      const auto [same_ext, have] = detail::dataset_extents(ds.id, global);
-      steps.check(same_ext, "the dataset's extents " + have + " are not the tensor's " + detail::extents_text(global) +
-                                "; y is unchanged");
-      steps.check(same_type, "the dataset's element type is " + (type ? detail::type_text(type.id) : "unknown") +
-                                 ", not the tensor's " + detail::type_text<T>() +
-                                 " (dsp::hdf5 converts no types); y is unchanged");
-    }
-    const std::string filter = total > 0 ? detail::missing_filter(ds.id) : "";
-    steps.check(filter.empty(), filter + "; y is unchanged");
-    if (total == 0) return;  // nothing to read (and HDF5 fails to read nothing from a dataset with no storage)
-    const auto off = y.local_offsets(), cnt = y.local_extents();
-    // Straight into y's block where the host can reach it (a buffer's first
-    // touch costs more than the read on some machines: 103 ms for 32 MiB on
-    // the 2-core VM of docs/benchmarks.md), else through a host copy. Every
-    // check that can fail on good input is made above, before any reading.
-    const auto& block = y.unchecked_local();
-    auto host = Kokkos::create_mirror_view(Kokkos::HostSpace{}, block);
-    detail::Handle fspace = detail::block_space<R>(global, off, cnt, true);
-    detail::Handle mspace = detail::memory_space<R>(cnt, true);
-    detail::Handle dxpl = detail::collective_transfer();
-    const herr_t r = H5Dread(ds.id, detail::native_type<T>(), mspace.id, fspace.id, dxpl.id, host.data());
-    steps.check(r >= 0, "the collective read failed (y may be partly written)");
-    if (host.data() != block.data()) Kokkos::deep_copy(block, host);
-    Kokkos::fence();
+    detail::TypedIo<Y> t(y, dsp::detail::Op::hdf5_load, loc, false);
+    detail::load_io(detail::world_of(y), t.io, file, dataset, "");
   }
 }
 
