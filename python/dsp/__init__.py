@@ -33,7 +33,7 @@ _atexit.register(_dsp._finalize)
 
 __all__ = [
     "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "local_shape", "redistribute",
-    "start_redistribute", "switch", "split", "gather", "Error", "InvalidArgument", "MismatchError", "ResourceError",
+    "start_redistribute", "switch", "split", "gather", "reshard", "Error", "InvalidArgument", "MismatchError", "ResourceError",
     "UsageError", "TimeoutError", "BackendError", "set_agreement_checks", "agreement_checks",
     "set_call_site_checks", "set_planning", "planning", "export_wisdom", "import_wisdom", "forget_wisdom",
     "workspace_bytes", "release_workspaces"
@@ -177,3 +177,25 @@ def gather(x, global_shape, dim, comm, wire=None):
     """Sharded(dim) -> Replicated: one all-gather."""
     g, d, w = _collective("dsp::gather", comm, lambda: (_shape(global_shape), _dim(dim, "dim"), _wire(wire)))
     return _dsp.redistribute(x, g, [d], [Replicated.code], comm, w, "dsp::gather")
+
+
+def reshard(x, global_shape, src, src_group, dst, dst_group, parent, dtype=None):
+    """Moves a tensor from one group of ranks to another, both inside ``parent`` (a ``dsp.Comm``).
+
+    ``x``: this rank's block under ``src`` on ``src_group`` (a ``dsp.Comm`` or ``dsp.Mesh``), or None where
+    this rank is outside that group (then ``src_group`` is None too). ``dst_group``: the target group, or None
+    where this rank is outside it. Returns this rank's block under ``dst`` on ``dst_group`` (the same kind of
+    array as ``x``; where ``x`` is None, of ``dtype``: a numpy dtype gives numpy, a torch dtype torch), or
+    None outside it. ``dtype`` is needed where ``x`` is None. Collective over ``parent``: every rank calls
+    it. Any layouts, meshes or communicators on each side; Partial placements are refused (reduce first).
+    """
+    def read():
+        if not isinstance(parent, Comm):
+            raise InvalidArgument(f"dsp.reshard: parent is a dsp.Comm (the communicator holding both groups), "
+                                  f"not {type(parent).__name__}")
+        return _shape(global_shape), _codes(src, "src"), _codes(dst, "dst")
+
+    g, s, d = _collective("dsp::reshard", parent, read)
+    return _dsp.reshard(x, g, s, src_group, d, dst_group, parent, dtype)
+
+from . import hdf5  # noqa: E402,F401  (dsp.hdf5: save and load, after the names it uses)

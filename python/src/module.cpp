@@ -11,6 +11,9 @@
 // rank, before anything is communicated, and the input is untouched.
 #include <dsp/mpi.hpp>
 #include <dsp/wisdom.hpp>
+#if DSP_PYTHON_HDF5
+#include <dsp/hdf5.hpp>
+#endif
 
 #include <mpi4py/mpi4py.h>
 #include <pybind11/numpy.h>
@@ -56,6 +59,7 @@ struct TypeInfo {
   const void* wire = nullptr;  // the wire kernels, or nullptr
   int rtype = -1;              // the reduce type, or -1
   bool complex = false;
+  void (*set_type)(dsp::detail::Signature&) = nullptr;  // a signature's element type, as C++ sets it
 };
 
 template <class T>
@@ -67,7 +71,8 @@ const TypeInfo* info_of() {
                              dsp::elem_kind_v<T>,
                              dsp::detail::wire_kernels_of<T, Space::execution_space>(),
                              dsp::detail::reduce_type_code<T>(),
-                             dsp::detail::is_complex_reduce_v<T>};
+                             dsp::detail::is_complex_reduce_v<T>,
+                             &dsp::detail::set_type<T>};
   return &info;
 }
 
@@ -792,6 +797,248 @@ void check_wire(int wire) {
   if (wire < 0 || wire > int(dsp::Wire::fp32)) throw dsp::InvalidArgument("dsp: unknown wire code");
 }
 
+// ---------------------------------------------------------------- reshard and hdf5
+
+/// An element type named by a dtype (numpy's, or torch's), and how to make
+/// an array of it.
+struct DType {
+  const TypeInfo* type = nullptr;
+  py::object torch;  // the torch dtype, or null: numpy
+  py::dtype numpy;
+};
+
+DType dtype_of(py::handle d) {
+  DType r;
+  if (const TorchTypes& tt = torch_types(); tt.tensor)
+    for (const auto& [t, info] : tt.dtypes)
+      if (t == d.ptr()) {
+        r.type = info;
+        r.torch = py::reinterpret_borrow<py::object>(d);
+        return r;
+      }
+  try {
+    r.numpy = py::dtype::from_args(py::reinterpret_borrow<py::object>(d));
+  } catch (const py::error_already_set&) {
+    throw dsp::InvalidArgument("dtype is a numpy or torch dtype, not " + std::string(py::repr(d)));
+  }
+  r.type = r.numpy.byteorder() == '>' ? nullptr : type_of(r.numpy.kind(), std::size_t(r.numpy.itemsize()));
+  if (!r.type) throw dsp::InvalidArgument("the dtype " + std::string(py::str(d)) + " is not one dsp moves");
+  return r;
+}
+
+/// A new array of `shape` and element type `d`.
+py::object new_array(const DType& d, const std::vector<std::size_t>& shape) {
+  if (!d.torch) return numpy_output(d.numpy, shape);
+  py::tuple s(shape.size());
+  for (std::size_t k = 0; k < shape.size(); ++k) s[k] = py::int_(shape[k]);
+  return py::module_::import("torch").attr("empty")(s, py::arg("dtype") = d.torch);
+}
+
+/// This rank's box of a tensor under a placement on a group, and the group.
+struct GroupBox {
+  std::array<std::size_t, kMaxRank> off{}, cnt{};
+  std::vector<std::size_t> shape;  // cnt, as the block's shape
+  std::uint64_t group_size = 0;
+  std::uint32_t mesh_axes = 0;  // 0: a communicator
+  std::array<int, kMaxAxes> mesh_shape{};
+};
+
+/// The box of a tensor of extents `global` under `codes` (one per axis of
+/// group `g`) into `b`; "" or the sentence that says what is wrong (`what`
+/// names the layout argument).
+template <class G>
+std::string group_box(const G& g, const std::vector<std::size_t>& global, const std::vector<long>& codes,
+                      const std::string& what, GroupBox& b) {
+  using traits = dsp::detail::group_traits<G>;
+  constexpr bool mesh = dsp::is_mesh_v<G>;
+  const std::size_t axes = traits::axes;
+  if (global.empty() || global.size() > kMaxRank)
+    return "a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " + std::to_string(global.size());
+  if (codes.size() != axes)
+    return what + " has " + std::to_string(codes.size()) + " placements, but its group takes " + std::to_string(axes) +
+           (mesh ? " (one per mesh axis)" : " (a communicator takes one placement)");
+  for (long c : codes) {
+    if (c >= long(global.size()))
+      return "a Sharded(d) in " + what + " names a dim d that is not less than the tensor's rank (" +
+             std::to_string(global.size()) + ")";
+    if (c <= kPartialSum)
+      return "a Partial placement holds addends, not the tensor (" + what +
+             "): reduce it first (dsp.redistribute to Replicated or Sharded(d))";
+  }
+  std::array<std::size_t, kMaxRank> e{};
+  e.fill(1);
+  std::copy(global.begin(), global.end(), e.begin());
+  const auto shape = traits::shape(g);
+  const auto coords = traits::coords(g);
+  const auto box = dsp::detail::nested_box(e, std::span<const long>(codes), std::span<const int>(shape),
+                                           std::span<const int>(coords));
+  b.off = box.offset, b.cnt = box.count;
+  b.shape.assign(box.count.begin(), box.count.begin() + std::ptrdiff_t(global.size()));
+  b.group_size = std::uint64_t(traits::world(g).size());
+  b.mesh_axes = mesh ? std::uint32_t(axes) : 0;
+  for (std::size_t a = 0; a < axes; ++a) b.mesh_shape[a] = shape[a];
+  return "";
+}
+
+/// The block `x` of the box `b`: "" or what is wrong with it.
+std::string block_fits(const Block& x, const GroupBox& b, const std::vector<std::size_t>& global,
+                       const std::string& what) {
+  if (!x.error.empty()) return x.error;
+  if (x.shape != b.shape)
+    return what + "'s shape is " + shape_text(x.shape) + ", but this rank's block of global shape " +
+           shape_text(global) + " under its layout is " + shape_text(b.shape);
+  return "";
+}
+
+/// dsp.reshard: the tensor `x` (this rank's block under `src` on `src_group`;
+/// None where this rank is outside that group) onto `dst_group` under `dst`
+/// (None outside it), both groups inside `parent`. Returns this rank's new
+/// block, or None. `dtype` names the element type where x is None.
+py::object reshard(py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
+                   py::handle src_group, const std::vector<long>& dst, py::handle dst_group, const PyComm& parent,
+                   py::handle dtype) {
+  const Comm& comm = parent.comm;
+  std::string err;
+  auto fail = [&](const std::string& why) {
+    if (err.empty()) err = "dsp::reshard (rank " + std::to_string(comm.rank()) + "): " + why;
+  };
+  const bool has_x = !x.is_none(), has_y = !dst_group.is_none();
+  if (has_x != !src_group.is_none())
+    fail(has_x ? "x is given but src_group is None (a rank outside the source group passes x=None)"
+               : "src_group is given but x is None (a rank of the source group passes its block)");
+  std::optional<Block> xb;
+  DType dt;
+  const TypeInfo* type = nullptr;
+  try {
+    if (has_x) xb = block_of(x), type = xb->type;
+    if (!dtype.is_none()) {
+      dt = dtype_of(dtype);
+      if (type && type != dt.type)
+        fail("x's element type is " + std::string(type->name) + ", but dtype names " + std::string(dt.type->name));
+      type = dt.type;
+    }
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+  if (!type && !has_x)
+    fail("dtype is needed where this rank holds no x (the tensor's element type: a numpy or torch dtype)");
+  dsp::detail::ReshardDesc d;
+  d.rank = global.size();
+  for (std::size_t k = 0; k < global.size() && k < kMaxRank; ++k) d.extents[k] = global[k];
+  GroupBox xbox, ybox;
+  auto boxes = [&](py::handle g, const std::vector<long>& codes, const char* what, GroupBox& b) {
+    try {
+      return with_group(g, [&](const auto& gg) { return group_box(gg, global, codes, what, b); });
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  };
+  if (has_x && !src_group.is_none()) {
+    if (std::string why = boxes(src_group, src, "src", xbox); !why.empty()) fail(why);
+    else if (xb && (why = block_fits(*xb, xbox, global, "x"), !why.empty())) fail(why);
+    d.has_x = 1, d.x_group = xbox.group_size;
+    for (std::size_t k = 0; k < kMaxRank; ++k) d.x.off[k] = xbox.off[k], d.x.cnt[k] = xbox.cnt[k];
+  }
+  std::optional<Block> yb;
+  if (has_y) {
+    if (std::string why = boxes(dst_group, dst, "dst", ybox); !why.empty()) fail(why);
+    d.has_y = 1, d.y_group = ybox.group_size;
+    for (std::size_t k = 0; k < kMaxRank; ++k) d.y.off[k] = ybox.off[k], d.y.cnt[k] = ybox.cnt[k];
+    if (err.empty()) yb = block_of(xb ? empty_like(*xb, ybox.shape) : new_array(dt, ybox.shape));
+  }
+  dsp::detail::Signature sig;
+  sig.op = static_cast<std::uint32_t>(Op::reshard);
+  if (type) type->set_type(sig);
+  sig.src_layout[0] = sig.dst_layout[0] = -1;
+  sig.tensor_rank = global.size();
+  dsp::detail::set_site(sig, std::source_location::current());
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(dsp::detail::Status::bad_argument);
+  const void* xp = xb && err.empty() ? xb->data : nullptr;
+  void* yp = yb ? yb->data : nullptr;
+  dsp::detail::PortOf<Comm, Space> port(comm);
+  {
+    py::gil_scoped_release release;
+    dsp::detail::run_reshard<Space>(port, sig, std::move(err), d, xp, yp, type ? type->size : 0);
+  }
+  return yb ? yb->array : py::none();
+}
+
+#if DSP_PYTHON_HDF5
+template <class T>
+bool h5_is(const TypeInfo* t, hid_t& h, const char*& text) {
+  if (t != info_of<T>()) return false;
+  h = dsp::hdf5::detail::native_type<T>();
+  text = dsp::hdf5::detail::type_text<T>();
+  return true;
+}
+/// The HDF5 type of an element type dsp::hdf5 writes (false: none).
+bool h5_type(const TypeInfo* t, hid_t& h, const char*& text) {
+  return h5_is<float>(t, h, text) || h5_is<double>(t, h, text) || h5_is<std::int8_t>(t, h, text) ||
+         h5_is<std::uint8_t>(t, h, text) || h5_is<std::int16_t>(t, h, text) || h5_is<std::uint16_t>(t, h, text) ||
+         h5_is<std::int32_t>(t, h, text) || h5_is<std::uint32_t>(t, h, text) || h5_is<std::int64_t>(t, h, text) ||
+         h5_is<std::uint64_t>(t, h, text) || h5_is<dsp::float16>(t, h, text) || h5_is<dsp::bfloat16>(t, h, text);
+}
+
+void* block_data(void* self) { return static_cast<Block*>(self)->data; }
+
+/// dsp.hdf5.save (save) or load: `x` this rank's block under `codes` on
+/// `group` (load: None, and `dtype` names the type); the block loaded, or None.
+py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& codes,
+                 py::handle group, const std::string& file, const std::string& dataset, py::handle dtype) {
+  return with_group(group, [&](const auto& g) -> py::object {
+    std::string err;
+    auto fail = [&](const std::string& why) {
+      if (err.empty()) err = why;
+    };
+    GroupBox box;
+    if (std::string why = group_box(g, global, codes, "layout", box); !why.empty()) fail(why);
+    Block b;
+    try {
+      if (save) {
+        b = block_of(x);
+        if (std::string why = block_fits(b, box, global, "x"); err.empty() && !why.empty()) fail(why);
+      } else if (dtype.is_none()) {
+        fail("dtype is needed: the tensor's element type (a numpy or torch dtype)");
+      } else {
+        const DType dt = dtype_of(dtype);
+        b.type = dt.type;
+        if (err.empty()) b = block_of(new_array(dt, box.shape));
+      }
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    dsp::hdf5::detail::Io io;
+    const char* text = "";
+    if (b.type && !h5_type(b.type, io.type, text))
+      fail(
+          "the element type must be float32, float64, float16, bfloat16 or a fixed-width integer (int8 ... "
+          "uint64), not " +
+          std::string(b.type->name));
+    io.type_text = text;
+    dsp::detail::Signature& sig = io.sig;
+    sig.op = static_cast<std::uint32_t>(save ? Op::hdf5_save : Op::hdf5_load);
+    if (b.type) b.type->set_type(sig);
+    dsp::detail::set_extents(sig, std::span<const std::size_t>(global.data(), std::min(global.size(), kMaxRank)));
+    sig.mesh_axes = box.mesh_axes;
+    for (std::size_t a = 0; a < codes.size() && a < kMaxAxes; ++a)
+      sig.src_layout[a] = sig.dst_layout[a] = codes[a], sig.mesh_shape[a] = box.mesh_axes ? box.mesh_shape[a] : 0;
+    dsp::detail::set_site(sig, std::source_location::current());
+    const std::size_t r = err.empty() ? global.size() : 0;  // nothing is read or written on error
+    io.global = std::span<const std::size_t>(global.data(), r);
+    io.off = std::span<const std::size_t>(box.off.data(), r);
+    io.cnt = std::span<const std::size_t>(box.cnt.data(), r);
+    io.host = {&block_data, nullptr, &b};
+    const auto& world = dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>::world(g);
+    {
+      py::gil_scoped_release release;
+      if (save) dsp::hdf5::detail::save_io(world, io, file, dataset, std::move(err));
+      else dsp::hdf5::detail::load_io(world, io, file, dataset, std::move(err));
+    }
+    return save ? py::none() : b.array;
+  });
+}
+#endif
+
 // ---------------------------------------------------------------- errors
 
 /// The Python classes of dsp's errors, one per C++ class: every dsp::Error
@@ -996,5 +1243,19 @@ PYBIND11_MODULE(_dsp, m) {
     clear_outputs();
     dsp::release_workspaces();
   });
+  m.def("reshard", &reshard);
+#if DSP_PYTHON_HDF5
+  m.attr("has_hdf5") = true;
+  m.def("hdf5_save", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& codes,
+                        py::handle group, const std::string& file, const std::string& dataset) {
+    h5_io(true, x, global, codes, group, file, dataset, py::none());
+  });
+  m.def("hdf5_load", [](const std::string& file, const std::string& dataset, const std::vector<std::size_t>& global,
+                        const std::vector<long>& codes, py::handle group, py::handle dtype) {
+    return h5_io(false, py::none(), global, codes, group, file, dataset, dtype);
+  });
+#else
+  m.attr("has_hdf5") = false;
+#endif
   m.def("_cxx_switch_seconds", &cxx_switch_seconds);
 }
