@@ -18,6 +18,7 @@
 #include <source_location>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace dsp {
 namespace detail {
@@ -212,6 +213,28 @@ std::array<int, K> mesh_shape(int n) {
   std::array<int, K> shape{};
   for (std::size_t a = 0; a < K; ++a) shape[a] = s.best[a];
   return shape;
+}
+
+/// The mesh of grouped-query attention's replicate-to-fill (docs/attention.md):
+/// {n / g, g} with g = gcd(h_kv, n), for n ranks and h_kv key/value heads.
+/// Axis 1 holds the g head groups, axis 0 the n / g copies of each. From the
+/// sequence sharded over every rank (Axes<Sharded<seq>, Sharded<seq>>), K and
+/// V go to Axes<Replicated, Sharded<heads>> (an all-to-all along axis 1, an
+/// all-gather along axis 0: each rank receives only what it lacks of its
+/// h_kv / g heads' whole sequence) and Q to Axes<Sharded<seq>, Sharded<heads>>
+/// (the all-to-all along axis 1 alone), so every rank holds the key/value
+/// heads of its query heads. n a multiple of h_kv: {n / h_kv, h_kv}, one
+/// head per group; h_kv a multiple of n: {1, n}, the plain Ulysses switch.
+/// Local; raises InvalidArgument for n < 1 or h_kv < 1.
+inline std::array<int, 2> gqa_mesh_shape(int n, int h_kv) {
+  if (n < 1 || h_kv < 1)
+    throw InvalidArgument(
+        "dsp::gqa_mesh_shape(n, h_kv): the rank count and the key/value heads must be at least 1, "
+        "got n = " +
+        std::to_string(n) + ", h_kv = " + std::to_string(h_kv));
+  int a = n, b = h_kv;
+  while (b != 0) a = std::exchange(b, a % b);
+  return {n / a, a};
 }
 
 template <class G>

@@ -23,7 +23,8 @@ from mpi4py import MPI as _MPI  # noqa: F401  (MPI is initialized before dsp's c
 
 from . import _dsp
 from ._dsp import (BackendError, Comm, Error, Handle, InvalidArgument, Mesh, MismatchError, ResourceError,
-                   TimeoutError, UsageError, agreement_checks, export_wisdom, forget_wisdom, import_wisdom, mesh_shape,
+                   TimeoutError, UsageError, agreement_checks, export_wisdom, forget_wisdom, gqa_mesh_shape, import_wisdom,
+                   mesh_shape,
                    planning, release_workspaces, set_agreement_checks, set_call_site_checks, set_planning,
                    workspace_bytes)
 
@@ -32,7 +33,7 @@ __version__ = _dsp.version
 _atexit.register(_dsp._finalize)
 
 __all__ = [
-    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "local_shape", "redistribute",
+    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "gqa_mesh_shape", "local_shape", "redistribute",
     "start_redistribute", "switch", "split", "gather", "reshard", "Error", "InvalidArgument", "MismatchError", "ResourceError",
     "UsageError", "TimeoutError", "BackendError", "set_agreement_checks", "agreement_checks",
     "set_call_site_checks", "set_planning", "planning", "export_wisdom", "import_wisdom", "forget_wisdom",

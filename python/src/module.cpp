@@ -1178,6 +1178,9 @@ PYBIND11_MODULE(_dsp, m) {
       },
       py::arg("k"), py::arg("n"));
 
+  m.def(
+      "gqa_mesh_shape", [](int n, int h_kv) { return dsp::gqa_mesh_shape(n, h_kv); }, py::arg("n"), py::arg("h_kv"));
+
   py::class_<Handle>(m, "Handle").def("test", &Handle::test).def("wait", &Handle::wait).def("result", &Handle::result);
 
   // name: the C++ call it stands for, in messages (dsp::redistribute,

@@ -179,3 +179,18 @@ def test_any_dlpack_object(comm):
     bad = DLPackOnly(np.asfortranarray(block(a, 1, comm.rank, comm.size)))
     with pytest.raises(dsp.InvalidArgument, match="not contiguous"):
         dsp.switch(bad, G, 1, 2, comm)
+
+
+def test_gqa_replicate_to_fill(comm):
+    """K [B, S, H_kv, d] from the sequence over every rank to its heads' ranks (docs/attention.md)."""
+    assert dsp.gqa_mesh_shape(8, 2) == [4, 2] and dsp.gqa_mesh_shape(6, 4) == [3, 2]
+    shape = dsp.gqa_mesh_shape(comm.size, 2)
+    mesh = dsp.Mesh(comm, shape)
+    r0, r1 = mesh.coords
+    g = full(shape=(2, 11, 2, 3))
+    seq = (dsp.Sharded(1), dsp.Sharded(1))
+    x = block(block(g, 1, r0, shape[0]), 1, r1, shape[1])  # the nested cut: axis 0, then axis 1
+    k = dsp.redistribute(x, g.shape, seq, (dsp.Replicated(), dsp.Sharded(2)), mesh)
+    assert np.array_equal(k, block(g, 2, r1, shape[1]))
+    with pytest.raises(dsp.InvalidArgument):
+        dsp.gqa_mesh_shape(4, 0)
