@@ -10,6 +10,8 @@
 // K and V moved are printed beside the fewest that can do it.
 //
 //   mpiexec -n 8 ./attention_gqa [S] [H_kv]      (defaults: 37 2; H = 4 H_kv)
+#include "attend.hpp"
+
 #include <dsp/comm/counting.hpp>
 #include <dsp/mpi.hpp>
 
@@ -17,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <vector>
 
 using Comm = dsp::CountingCommunicator<dsp::MpiCommunicator>;  // counts what each axis sends
 using Mesh = dsp::Mesh<2, Comm>;
@@ -34,32 +35,18 @@ float q_at(const G4& g) { return float(std::sin(0.11 * double(g[0] * 7 + g[1] * 
 float k_at(const G4& g) { return float(std::cos(0.07 * double(g[0] * 5 + g[1] * 2 + g[2] * 11 + g[3]))); }
 float v_at(const G4& g) { return float(0.1 * double((g[0] + 3 * g[1] + 7 * g[2] + g[3]) % 13)); }
 
-/// Softmax attention of the queries q (this rank's block: query positions
-/// from q_s0, heads from q_h0) over the keys and values k, v (every position;
-/// heads from k_h0); query head h reads key/value head h / group.
+/// Attention of this rank's queries q (query heads from q_h0) over the keys
+/// and values k, v (the whole sequence; key/value heads from k_h0): query head
+/// h reads key/value head h / group, which this rank holds (the mesh's promise).
 template <class Q, class K, class O>
 void attend(const Q& q, std::size_t q_h0, const K& k, const K& v, std::size_t k_h0, std::size_t group, const O& o) {
-  const std::size_t B = q.extent(0), sq = q.extent(1), hq = q.extent(2), d = q.extent(3), S = k.extent(1);
-  const double scale = 1.0 / std::sqrt(double(d));
-  std::vector<double> w(S);
-  for (std::size_t b = 0; b < B; ++b)
-    for (std::size_t i = 0; i < sq; ++i)
-      for (std::size_t h = 0; h < hq; ++h) {
-        const std::size_t kh = (q_h0 + h) / group - k_h0;  // this rank holds it (the mesh's promise)
-        double top = -1e300, sum = 0;
-        for (std::size_t j = 0; j < S; ++j) {
-          double s = 0;
-          for (std::size_t e = 0; e < d; ++e) s += double(q(b, i, h, e)) * double(k(b, j, kh, e));
-          w[j] = s * scale;
-          top = std::max(top, w[j]);
-        }
-        for (std::size_t j = 0; j < S; ++j) sum += (w[j] = std::exp(w[j] - top));
-        for (std::size_t e = 0; e < d; ++e) {
-          double acc = 0;
-          for (std::size_t j = 0; j < S; ++j) acc += w[j] * double(v(b, j, kh, e));
-          o(b, i, h, e) = float(acc / sum);
-        }
-      }
+  auto kv = [&](std::size_t h) { return (q_h0 + h) / group - k_h0; };
+  attention::attend(
+      q.extent(0), q.extent(1), q.extent(2), q.extent(3), k.extent(1),
+      [&](std::size_t b, std::size_t i, std::size_t h, std::size_t e) { return q(b, i, h, e); },
+      [&](std::size_t b, std::size_t j, std::size_t h, std::size_t e) { return k(b, j, kv(h), e); },
+      [&](std::size_t b, std::size_t j, std::size_t h, std::size_t e) { return v(b, j, kv(h), e); },
+      [&](std::size_t b, std::size_t i, std::size_t h, std::size_t e) -> float& { return o(b, i, h, e); });
 }
 
 std::size_t sum_all(std::size_t x) {
