@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Unified sequence parallelism (USP: Ulysses on one mesh axis, ring attention
+// on the other; docs/attention.md, "USP"). The ranks form a mesh {r, u}; q, k,
+// v [B, S, H, d] arrive with the sequence cut over axis 0, then each block
+// over axis 1. A Ulysses switch along axis 1 trades the inner sequence cut for
+// the heads (dsp::redistribute_axis<1, Sharded<2>>): rank (i, j) then holds
+// sequence block i of heads block j. Along axis 0 the k and v blocks then
+// pass around the ring (r - 1 passes, point to point on axis 0's
+// communicator: dsp has no ring primitive), each rank merging every block
+// into its queries' attention with an online softmax. The output switches
+// back along axis 1. Checked against the same attention on one rank; the bytes
+// each rank sends (dsp's, counted, and the ring's) against their closed form.
+//
+//   mpiexec -n 4 ./attention_usp [S] [r]      (defaults: 23, the balanced mesh's first axis; H = 4)
+#include "attend.hpp"
+
+#include <dsp/comm/counting.hpp>
+#include <dsp/mpi.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+using Comm = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+using Mesh = dsp::Mesh<2, Comm>;
+using Seq = dsp::Axes<dsp::Sharded<1>, dsp::Sharded<1>>;   // the sequence over axis 0, then axis 1
+using Ring = dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>;  // sequence block i, heads block j
+template <class L>
+using Act = dsp::DistTensor<float, 4, L, Mesh>;
+using G4 = std::array<std::size_t, 4>;
+using Block = Kokkos::View<float****, Kokkos::LayoutRight, Kokkos::HostSpace>;
+using Buffer = std::vector<float>;
+
+namespace {
+
+float input(int which, const G4& g) {
+  return float(std::sin(0.03 * double(g[0] * 11 + g[1] * 5 + g[2] * 3 + g[3]) * double(which + 1) + which));
+}
+
+/// Online softmax state of this rank's queries: running max, sum and weighted values.
+struct Online {
+  std::size_t B, sq, h, d;
+  std::vector<double> top, sum, acc;
+  Online(std::size_t b, std::size_t s, std::size_t hh, std::size_t dd)
+      : B(b), sq(s), h(hh), d(dd), top(b * s * hh, -1e300), sum(b * s * hh, 0.0), acc(b * s * hh * dd, 0.0) {}
+  /// Merges the keys and values k, v (row-major [B, nk, h, d]) into the queries q.
+  template <class Q>
+  void merge(const Q& q, const float* kp, const float* vp, std::size_t nk) {
+    auto k = [&](std::size_t b, std::size_t j, std::size_t hh, std::size_t e) {
+      return kp[((b * nk + j) * h + hh) * d + e];
+    };
+    auto v = [&](std::size_t b, std::size_t j, std::size_t hh, std::size_t e) {
+      return vp[((b * nk + j) * h + hh) * d + e];
+    };
+    const double scale = 1.0 / std::sqrt(double(d));
+    std::vector<double> w(nk);
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < sq; ++i)
+        for (std::size_t hh = 0; hh < h; ++hh) {
+          const std::size_t at = (b * sq + i) * h + hh;
+          double m = top[at];
+          for (std::size_t j = 0; j < nk; ++j) {
+            double s = 0;
+            for (std::size_t e = 0; e < d; ++e) s += double(q(b, i, hh, e)) * double(k(b, j, hh, e));
+            m = std::max(m, w[j] = s * scale);
+          }
+          const double fade = std::exp(top[at] - m);  // rescale what was merged before
+          sum[at] *= fade;
+          for (std::size_t e = 0; e < d; ++e) acc[at * d + e] *= fade;
+          for (std::size_t j = 0; j < nk; ++j) {
+            const double p = std::exp(w[j] - m);
+            sum[at] += p;
+            for (std::size_t e = 0; e < d; ++e) acc[at * d + e] += p * double(v(b, j, hh, e));
+          }
+          top[at] = m;
+        }
+  }
+  template <class O>
+  void finish(const O& o) const {
+    for (std::size_t b = 0; b < B; ++b)
+      for (std::size_t i = 0; i < sq; ++i)
+        for (std::size_t hh = 0; hh < h; ++hh)
+          for (std::size_t e = 0; e < d; ++e) {
+            const std::size_t at = (b * sq + i) * h + hh;
+            o(b, i, hh, e) = float(acc[at * d + e] / sum[at]);
+          }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  Kokkos::initialize(argc, argv);
+  int failed = 0;
+  {
+    Comm comm{dsp::MpiCommunicator{MPI_COMM_WORLD}};
+    const int n = comm.size();
+    const std::size_t S = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 23;
+    const int r = argc > 2 ? std::atoi(argv[2]) : dsp::mesh_shape<2>(n)[0];
+    if (r < 1 || n % r != 0) {
+      if (comm.rank() == 0) std::printf("the ring axis r = %d must divide the %d ranks\n", r, n);
+      failed = 1;
+    } else {
+      const std::size_t B = 2, H = 4, d = 8;
+      Mesh mesh{comm, {r, n / r}};
+      Act<Seq> q0{mesh, {B, S, H, d}}, k0{mesh, {B, S, H, d}}, v0{mesh, {B, S, H, d}};
+      dsp::fill(q0, [](const G4& g) { return input(0, g); });
+      dsp::fill(k0, [](const G4& g) { return input(1, g); });
+      dsp::fill(v0, [](const G4& g) { return input(2, g); });
+      for (std::size_t a = 0; a < 2; ++a) Comm(mesh.axis(a)).reset();
+
+      // Ulysses along axis 1: the inner sequence cut becomes a heads cut.
+      auto [q, k, v] = dsp::redistribute<Ring>(dsp::batch(q0, k0, v0));
+      const std::size_t h = q.local_extents()[2], s_i = q.local_extents()[1];
+
+      // The ring along axis 0: r - 1 passes of k and v, each merged on arrival.
+      const MPI_Comm ring = mesh.axis(0).inner().native();
+      const int i = mesh.coords()[0];
+      const dsp::Partition part{S, std::size_t(r)};
+      // The blocks in flight, row-major [B, nk, h, d] for the block's nk positions (block 0 is the longest).
+      const std::size_t most = B * part.count(0) * h * d;
+      Buffer kb(k.local().data(), k.local().data() + k.local().size()),
+          vb(v.local().data(), v.local().data() + v.local().size());
+      Buffer kn(most), vn(most);
+      kb.resize(most), vb.resize(most);
+      std::size_t nk = s_i, ring_sent = 0;
+      Online state(B, s_i, h, d);
+      for (int pass = 0; pass < r; ++pass) {
+        state.merge(q.local(), kb.data(), vb.data(), nk);
+        if (pass + 1 == r) break;
+        const int to = (i + 1) % r, from = (i + r - 1) % r;
+        const std::size_t next = part.count(std::size_t((i - pass - 1 + 2 * r) % r));  // the block arriving
+        const int out_n = int(B * nk * h * d), in_n = int(B * next * h * d);
+        MPI_Sendrecv(kb.data(), out_n, MPI_FLOAT, to, 0, kn.data(), in_n, MPI_FLOAT, from, 0, ring, MPI_STATUS_IGNORE);
+        MPI_Sendrecv(vb.data(), out_n, MPI_FLOAT, to, 1, vn.data(), in_n, MPI_FLOAT, from, 1, ring, MPI_STATUS_IGNORE);
+        ring_sent += 2 * std::size_t(out_n) * sizeof(float);
+        std::swap(kb, kn), std::swap(vb, vn);
+        nk = next;
+      }
+      Act<Ring> o1{mesh, q.global_extents()};
+      state.finish(o1.local());
+      auto o = dsp::redistribute<Seq>(o1);  // back along axis 1
+      const std::size_t dsp_sent = mesh.axis(0).counts().bytes_sent + mesh.axis(1).counts().bytes_sent;
+
+      // The same attention on one rank.
+      Block fq("q", B, S, H, d), fk("k", B, S, H, d), fv("v", B, S, H, d), fo("o", B, S, H, d);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t s = 0; s < S; ++s)
+          for (std::size_t hh = 0; hh < H; ++hh)
+            for (std::size_t e = 0; e < d; ++e)
+              fq(b, s, hh, e) = input(0, {b, s, hh, e}), fk(b, s, hh, e) = input(1, {b, s, hh, e}),
+                           fv(b, s, hh, e) = input(2, {b, s, hh, e});
+      attention::attend(B, S, H, d, S, fq, fk, fv, fo);
+      double err = 0;
+      dsp::for_each(o, [&](const G4& g, const float& x) {
+        err = std::max(err, double(std::abs(x - fo(g[0], g[1], g[2], g[3]))));
+      });
+      MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+      // Closed forms. dsp: q, k, v but this rank's heads of its block, then the output's block but its
+      // own sequence part. The ring: every k and v block of its column but the one after its own.
+      const std::size_t s_ij = q0.local_extents()[1];
+      const std::size_t dsp_closed = sizeof(float) * B * d * (3 * s_ij * (H - h) + (s_i - s_ij) * h);
+      const std::size_t ring_closed =
+          r > 1 ? 2 * sizeof(float) * B * d * h * (S - part.count(std::size_t((i + 1) % r))) : 0;
+      int wrong = dsp_sent != dsp_closed || ring_sent != ring_closed;
+      MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+      if (comm.rank() == 0)
+        std::printf(
+            "USP on %d ranks, mesh {%d, %d} (ring x Ulysses): S %zu, H %zu; rank 0 sent %zu bytes through "
+            "dsp (closed form %zu) and %zu around the ring (closed form %zu); max |error| vs one rank %.2e\n",
+            n, r, n / r, S, H, dsp_sent, dsp_closed, ring_sent, ring_closed, err);
+      failed = err > 1e-5 || wrong;
+    }
+    if (failed && comm.rank() == 0) std::printf("FAILED\n");
+  }
+  Kokkos::finalize();
+  MPI_Finalize();
+  return failed;
+}
