@@ -8,11 +8,31 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 namespace attention {
+
+/// Command-line argument k as a whole number of at least `least` (`fallback`
+/// when there is none); false, with a message, when it is not one.
+inline bool count_arg(int argc, char** argv, int k, unsigned long least, std::size_t fallback, std::size_t& out,
+                      const char* name, bool speak) {
+  out = fallback;
+  if (k >= argc) return true;
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(argv[k], &end, 10);
+  if (end == argv[k] || *end != '\0' || errno != 0 || v < 0 || (unsigned long long)(v) < least) {
+    if (speak) std::fprintf(stderr, "%s must be a whole number >= %lu, not \"%s\"\n", name, least, argv[k]);
+    return false;
+  }
+  out = std::size_t(v);
+  return true;
+}
 
 /// Queries q(b, i, h, e) for b < B, i < nq, h < hq, e < d; keys and values
 /// k(b, j, h, e), v(b, j, h, e) for j < nk, where h is the query head (the

@@ -64,8 +64,14 @@ int main(int argc, char** argv) {
   {
     Comm comm{dsp::MpiCommunicator{MPI_COMM_WORLD}};
     const int n = comm.size();
-    const std::size_t S = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 37;  // uneven over most rank counts
-    const std::size_t h_kv = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 2;
+    std::size_t S = 0, h_kv = 0;  // S: uneven over most rank counts by default
+    const bool speak = comm.rank() == 0;
+    if (!attention::count_arg(argc, argv, 1, 0, 37, S, "S", speak) ||
+        !attention::count_arg(argc, argv, 2, 1, 2, h_kv, "H_kv", speak)) {
+      Kokkos::finalize();
+      MPI_Finalize();
+      return 2;
+    }
     const std::size_t B = 2, H = 4 * h_kv, d = 8, group = H / h_kv;
     const auto shape = dsp::gqa_mesh_shape(n, int(h_kv));
     Mesh mesh{comm, shape};

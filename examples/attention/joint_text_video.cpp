@@ -43,8 +43,14 @@ int main(int argc, char** argv) {
   {
     Comm comm{dsp::MpiCommunicator{MPI_COMM_WORLD}};
     const int n = comm.size();
-    const std::size_t Sv = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 29;
-    const std::size_t St = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 5;
+    std::size_t Sv = 0, St = 0;
+    const bool speak = comm.rank() == 0;
+    if (!attention::count_arg(argc, argv, 1, 0, 29, Sv, "Sv", speak) ||
+        !attention::count_arg(argc, argv, 2, 0, 5, St, "St", speak)) {
+      Kokkos::finalize();
+      MPI_Finalize();
+      return 2;
+    }
     const std::size_t B = 2, H = 6, d = 8;
     const G4 gv{B, Sv, H, d}, gt{B, St, H, d};
 

@@ -99,10 +99,17 @@ int main(int argc, char** argv) {
   {
     Comm comm{dsp::MpiCommunicator{MPI_COMM_WORLD}};
     const int n = comm.size();
-    const std::size_t S = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 23;
-    const int r = argc > 2 ? std::atoi(argv[2]) : dsp::mesh_shape<2>(n)[0];
-    if (r < 1 || n % r != 0) {
-      if (comm.rank() == 0) std::printf("the ring axis r = %d must divide the %d ranks\n", r, n);
+    std::size_t S = 0, ring_ranks = 0;
+    const bool speak = comm.rank() == 0;
+    if (!attention::count_arg(argc, argv, 1, 0, 23, S, "S", speak) ||
+        !attention::count_arg(argc, argv, 2, 1, std::size_t(dsp::mesh_shape<2>(n)[0]), ring_ranks, "r", speak)) {
+      Kokkos::finalize();
+      MPI_Finalize();
+      return 2;
+    }
+    const int r = int(std::min<std::size_t>(ring_ranks, std::size_t(n) + 1));
+    if (n % r != 0) {
+      if (comm.rank() == 0) std::printf("the ring axis r = %zu must divide the %d ranks\n", ring_ranks, n);
       failed = 1;
     } else {
       const std::size_t B = 2, H = 4, d = 8;

@@ -33,7 +33,8 @@ __version__ = _dsp.version
 _atexit.register(_dsp._finalize)
 
 __all__ = [
-    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "gqa_mesh_shape", "local_shape", "redistribute",
+    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "gqa_mesh_shape", "local_shape", "local_offsets",
+    "redistribute",
     "start_redistribute", "switch", "split", "gather", "reshard", "Error", "InvalidArgument", "MismatchError", "ResourceError",
     "UsageError", "TimeoutError", "BackendError", "set_agreement_checks", "agreement_checks",
     "set_call_site_checks", "set_planning", "planning", "export_wisdom", "import_wisdom", "forget_wisdom",
@@ -126,6 +127,11 @@ def _dim(d, what):
 def local_shape(global_shape, layout, comm_or_mesh):
     """This rank's block shape of a tensor of ``global_shape`` under ``layout``."""
     return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
+
+
+def local_offsets(global_shape, layout, comm_or_mesh):
+    """Where this rank's block starts in the global tensor under ``layout``: one offset per dim."""
+    return tuple(_dsp.local_offsets(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
 
 
 def _collective(name, group, read):

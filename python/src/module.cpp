@@ -60,7 +60,28 @@ struct TypeInfo {
   int rtype = -1;              // the reduce type, or -1
   bool complex = false;
   void (*set_type)(dsp::detail::Signature&) = nullptr;  // a signature's element type, as C++ sets it
+  const char* py = "";                                  // as numpy and torch name it (Python's messages)
 };
+
+/// An element type as numpy and torch name it.
+template <class T>
+constexpr const char* py_name() {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  else if constexpr (std::is_same_v<T, std::int8_t>) return "int8";
+  else if constexpr (std::is_same_v<T, std::int16_t>) return "int16";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return "uint16";
+  else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32";
+  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64";
+  else if constexpr (std::is_same_v<T, dsp::float16>) return "float16";
+  else if constexpr (std::is_same_v<T, dsp::bfloat16>) return "bfloat16";
+  else if constexpr (std::is_same_v<T, float>) return "float32";
+  else if constexpr (std::is_same_v<T, double>) return "float64";
+  else if constexpr (std::is_same_v<T, std::complex<float>>) return "complex64";
+  else return "complex128";
+}
 
 template <class T>
 const TypeInfo* info_of() {
@@ -72,7 +93,8 @@ const TypeInfo* info_of() {
                              dsp::detail::wire_kernels_of<T, Space::execution_space>(),
                              dsp::detail::reduce_type_code<T>(),
                              dsp::detail::is_complex_reduce_v<T>,
-                             &dsp::detail::set_type<T>};
+                             &dsp::detail::set_type<T>,
+                             py_name<T>()};
   return &info;
 }
 
@@ -834,6 +856,16 @@ py::object new_array(const DType& d, const std::vector<std::size_t>& shape) {
   return py::module_::import("torch").attr("empty")(s, py::arg("dtype") = d.torch);
 }
 
+// The C++ static_asserts' sentences for a Partial layout.
+constexpr const char* kReshardPartial =
+    "dsp::reshard: a Partial placement holds addends, not the tensor: reduce it first (dsp::redistribute to "
+    "Replicated or Sharded<D>), then reshard.";
+constexpr const char* kSavePartial =
+    "dsp::hdf5::save: a Partial placement holds addends, not the tensor: reduce it first (dsp::redistribute to "
+    "Replicated or Sharded<D>), then save.";
+constexpr const char* kLoadPartial =
+    "dsp::hdf5::load: a Partial placement holds addends, not the tensor: load into Replicated or Sharded<D>.";
+
 /// This rank's box of a tensor under a placement on a group, and the group.
 struct GroupBox {
   std::array<std::size_t, kMaxRank> off{}, cnt{};
@@ -845,10 +877,11 @@ struct GroupBox {
 
 /// The box of a tensor of extents `global` under `codes` (one per axis of
 /// group `g`) into `b`; "" or the sentence that says what is wrong (`what`
-/// names the layout argument).
+/// names the layout argument; `partial`, the sentence refusing a Partial
+/// placement, or nullptr: Partial taken, cutting nothing).
 template <class G>
 std::string group_box(const G& g, const std::vector<std::size_t>& global, const std::vector<long>& codes,
-                      const std::string& what, GroupBox& b) {
+                      const std::string& what, GroupBox& b, const char* partial) {
   using traits = dsp::detail::group_traits<G>;
   constexpr bool mesh = dsp::is_mesh_v<G>;
   const std::size_t axes = traits::axes;
@@ -859,11 +892,10 @@ std::string group_box(const G& g, const std::vector<std::size_t>& global, const 
            (mesh ? " (one per mesh axis)" : " (a communicator takes one placement)");
   for (long c : codes) {
     if (c >= long(global.size()))
-      return "a Sharded(d) in " + what + " names a dim d that is not less than the tensor's rank (" +
-             std::to_string(global.size()) + ")";
-    if (c <= kPartialSum)
-      return "a Partial placement holds addends, not the tensor (" + what +
-             "): reduce it first (dsp.redistribute to Replicated or Sharded(d))";
+      return "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank. "
+             "(Here: the " +
+             what + " argument, on a tensor of " + std::to_string(global.size()) + " dims.)";
+    if (c <= kPartialSum && partial) return std::string(partial) + " (Here: the " + what + " argument.)";
   }
   std::array<std::size_t, kMaxRank> e{};
   e.fill(1);
@@ -914,7 +946,7 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
     if (!dtype.is_none()) {
       dt = dtype_of(dtype);
       if (type && type != dt.type)
-        fail("x's element type is " + std::string(type->name) + ", but dtype names " + std::string(dt.type->name));
+        fail("x's element type is " + std::string(type->py) + ", but dtype names " + std::string(dt.type->py));
       type = dt.type;
     }
   } catch (const std::exception& e) {
@@ -928,7 +960,7 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
   GroupBox xbox, ybox;
   auto boxes = [&](py::handle g, const std::vector<long>& codes, const char* what, GroupBox& b) {
     try {
-      return with_group(g, [&](const auto& gg) { return group_box(gg, global, codes, what, b); });
+      return with_group(g, [&](const auto& gg) { return group_box(gg, global, codes, what, b, kReshardPartial); });
     } catch (const std::exception& e) {
       return std::string(e.what());
     }
@@ -991,7 +1023,8 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
       if (err.empty()) err = why;
     };
     GroupBox box;
-    if (std::string why = group_box(g, global, codes, "layout", box); !why.empty()) fail(why);
+    if (std::string why = group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial); !why.empty())
+      fail(why);
     Block b;
     try {
       if (save) {
@@ -1011,9 +1044,10 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     const char* text = "";
     if (b.type && !h5_type(b.type, io.type, text))
       fail(
-          "the element type must be float32, float64, float16, bfloat16 or a fixed-width integer (int8 ... "
-          "uint64), not " +
-          std::string(b.type->name));
+          "dsp::hdf5: the element type must be float, double, dsp::float16, dsp::bfloat16 or a fixed-width "
+          "integer (std::int8_t ... std::uint64_t). (From Python: float32, float64, float16, bfloat16, int8 ... "
+          "uint64; not " +
+          std::string(b.type->py) + ".)");
     io.type_text = text;
     dsp::detail::Signature& sig = io.sig;
     sig.op = static_cast<std::uint32_t>(save ? Op::hdf5_save : Op::hdf5_load);
@@ -1224,6 +1258,18 @@ PYBIND11_MODULE(_dsp, m) {
         throw dsp::InvalidArgument(
             "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
       return out_shape(r, g);
+    });
+      },
+      py::arg("global_shape"), py::arg("layout"), py::arg("group"));
+
+  m.def(
+      "local_offsets",
+      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group) {
+    return with_group(group, [&](const auto& g) {
+      GroupBox b;  // a Partial axis cuts nothing: its terms are full-size
+      if (std::string why = group_box(g, global, codes, "layout", b, nullptr); !why.empty())
+        throw dsp::InvalidArgument("dsp.local_offsets: " + why);
+      return std::vector<std::size_t>(b.off.begin(), b.off.begin() + std::ptrdiff_t(global.size()));
     });
       },
       py::arg("global_shape"), py::arg("layout"), py::arg("group"));

@@ -194,3 +194,22 @@ def test_gqa_replicate_to_fill(comm):
     assert np.array_equal(k, block(g, 2, r1, shape[1]))
     with pytest.raises(dsp.InvalidArgument):
         dsp.gqa_mesh_shape(4, 0)
+
+
+def test_local_offsets(comm):
+    """local_offsets and local_shape slice the global array into this rank's block, on a communicator and a mesh."""
+    g = full()
+    for layout, group in [(dsp.Sharded(1), comm), (dsp.Replicated(), comm), (dsp.Partial(), comm),
+                          ((dsp.Sharded(1), dsp.Sharded(1)), dsp.Mesh(comm, dsp.mesh_shape(2, comm.size))),
+                          ((dsp.Partial(), dsp.Sharded(3)), dsp.Mesh(comm, dsp.mesh_shape(2, comm.size)))]:
+        off, shape = dsp.local_offsets(G, layout, group), dsp.local_shape(G, layout, group)
+        got = g[tuple(slice(o, o + s) for o, s in zip(off, shape))]
+        if not isinstance(layout, tuple) and layout == dsp.Sharded(1):
+            assert np.array_equal(got, block(g, 1, comm.rank, comm.size))
+        assert got.shape == shape
+    m = dsp.Mesh(comm, dsp.mesh_shape(2, comm.size))
+    r0, r1 = m.coords
+    off = dsp.local_offsets(G, (dsp.Sharded(1), dsp.Sharded(1)), m)
+    assert off[1] == sum(counts(G[1], m.shape[0])[:r0]) + sum(counts(counts(G[1], m.shape[0])[r0], m.shape[1])[:r1])
+    with pytest.raises(dsp.InvalidArgument):
+        dsp.local_offsets(G, dsp.Sharded(4), comm)
