@@ -56,6 +56,25 @@ expect 0 '^3B +4\.0M megatron-sp +/ ' --preset paper-fig5
 expect 0 'FLOP/s per GPU, 0\.5M -> 4M' --preset paper-fig5
 expect 0 '^720M,128,524288,dsp,2,64,1,603979776,' --preset paper-fig5 --format csv
 expect 0 '^ +64 one SP group, batch +dsp +64 +1 ' --preset paper-fig7
+# Open-Sora 1.0's Ulysses beside Table 3's: 10 tensors per layer, 5x DSP's bytes; the paper's figure beside each.
+expect 0 '^720M +0\.5M ulysses-opensora +2,64 +1 +3019898880 .* 1\.32-1\.75 ' --preset paper-fig5
+expect 0 '^720M +2\.0M megatron-sp +16,8 .* <=10 +in$' --preset paper-fig5
+expect 0 '^#   ulysses-opensora +[0-9.]+x to +[0-9.]+x \(paper 1\.32-1\.75\); where the SP group spans nodes' --preset paper-fig5
+expect 0 '^#   3B +dsp .*\(paper: at most 23%\): (holds|misses)$' --preset paper-fig5
+expect 0 '^720M,128,524288,ulysses-opensora,2,64,1,3019898880,.*,1\.32,1\.75$' --preset paper-fig5 --format csv
+expect 0 '^model,.*,dsp_speedup,paper_dsp_speedup_lo,paper_dsp_speedup_hi$' --preset paper-fig5 --format csv
+# The weak scaling: Figure 6 by its caption, 7 in the appendix's text; both names work.
+expect 0 '^# one SP group: DSP loses [0-9]+% from 8 to 64 GPUs \(paper: 15%\)' --preset paper-fig6
+expect 0 '^#   ulysses-opensora +\+[0-9.]+% to \+[0-9.]+% \(at 8, 16, 32 GPUs\)' --preset paper-fig7
+expect 0 '^64,one-group,ulysses,64,1,8,0,,,,$' --preset paper-fig6 --format csv
+# The paper's A.1 layer beside Open-Sora's.
+expect 0 "the paper's A\.1 layer: two blocks, no cross-attention" --preset paper-fig5 --layer a1
+expect 0 "A\.1 layer\)" --preset paper-fig6 --layer a1
+expect 0 '2 MLP\(s\) and no cross-attention' --model 720M --layer a1 --temporal 128 --gpus 8
+expect 0 '^ulysses-opensora +8 +1 ' --model 720M --temporal 128 --gpus 8 --sp 8 --strategies ulysses-opensora
+# The collective and memory bandwidths are the cluster's; both options move the prediction.
+expect 0 'collectives across nodes 100 GB/s; device memory 1290 GB/s' --model 720M --temporal 128 --gpus 16 --collective-gbs 100 --memory-gbs 1290
+expect 0 'h100 \(modified\)' --preset paper-fig5 --memory-gbs 1290
 expect 0 '^# recommended: dsp with SP 8 x DP 16' --model 720M --temporal 1024 --gpus 128
 expect 0 '^dsp,4,2,1,1,' --model 3B --temporal 128 --gpus 8 --format csv
 expect 0 'cannot run: SP 8 > 4 heads' --layers 4 --hidden 256 --heads 4 --temporal 64 --spatial 256 --gpus 8 --sp 8
@@ -90,7 +109,7 @@ expect 0 '^dsp,2,8,.*,preset,preset$' --model 720M --temporal 128 --gpus 16 --fo
 expect 0 '^strategy,.*,note,intra_link,inter_link$' --model 720M --temporal 128 --gpus 16 --format csv
 expect 0 '^# links: in a node calibrated from .*intra\.csv \(3 points\); across nodes the h100 preset.s \(not calibrated\)$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
 expect 0 '^dsp,2,8,.*,calibrated,preset$' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --format csv
-expect 0 '^dsp-plan: warning: only the link in a node is calibrated \(from .*intra\.csv\); the link across nodes is still the h100 preset.s \(45 GB/s, 20 us\), and 20 of the 20 rows have groups that span nodes' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
+expect 0 '^dsp-plan: warning: only the link in a node is calibrated \(from .*intra\.csv\); the link across nodes is still the h100 preset.s \(45 GB/s, 20 us\), and 25 of the 25 rows have groups that span nodes' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv"
 expect 0 '^dsp-plan: warning: only the link in a node is calibrated' --model 720M --temporal 128 --gpus 16 --calibrate "$work/intra.csv" --format csv
 expect 0 '^dsp-plan: warning: only the link in a node is calibrated' --preset paper-fig5 --calibrate "$work/intra.csv"
 expect 0 '^# links: in a node calibrated from' --preset paper-fig7 --calibrate "$work/intra.csv"
@@ -124,6 +143,12 @@ expect 2 "--sp: 'x' is not a positive integer" --model 720M --temporal 128 --gpu
 expect 2 "^--strategies: unknown strategy 'zigzag'" --model 720M --temporal 128 --gpus 8 --strategies dsp,zigzag
 expect 2 '--hidden 100 is no multiple of --heads 3' --layers 4 --hidden 100 --heads 3 --temporal 8 --gpus 4
 expect 2 '--preset excludes --model' --preset paper-fig5 --model 720M
+expect 2 'dit not in' --model 720M --layer dit --temporal 128 --gpus 8
+expect 2 '--cross-tokens excludes --layer' --model 720M --layer a1 --cross-tokens 0 --temporal 128 --gpus 8
+expect 2 '^dsp-plan: --layer lays out the paper.s models' --layers 4 --hidden 256 --heads 4 --layer a1 --temporal 8 --gpus 4
+expect 2 '--collective-gbs: must be a positive number, not 0' --model 720M --temporal 128 --gpus 8 --collective-gbs 0
+expect 2 "--memory-gbs: 'abc' is not a number" --model 720M --temporal 128 --gpus 8 --memory-gbs abc
+expect 2 '--memory-gbs: must be a positive number, not -3' --preset paper-fig5 --memory-gbs -3
 expect 2 'fig9 not in' --preset fig9
 expect 2 '--efficiency: must be at most 1, not 2' --model 720M --temporal 128 --gpus 8 --efficiency 2
 expect 2 "--efficiency: 'abc' is not a number" --model 720M --temporal 128 --gpus 8 --efficiency abc

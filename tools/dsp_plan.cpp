@@ -2,8 +2,9 @@
 // dsp-plan: which sequence-parallel strategy and which SP x DP mesh, before
 // renting the GPUs. Prices each strategy's exact per-layer traffic (dsp's cost
 // model) on a cluster model (include/dsp/model/), with compute and memory, and
-// recommends one; --preset prints the DSP paper's Figures 5 and 7 as the
-// model predicts them. docs/cluster-model.md explains the model.
+// recommends one; --preset prints the DSP paper's Figure 5 and its weak
+// scaling (Figure 6 by its caption, 7 in its appendix's text) as the model
+// predicts them, beside the paper's figures. docs/cluster-model.md explains the model.
 //
 //   dsp-plan --model 720M --temporal 1024 --gpus 128
 //   dsp-plan --model 3B --temporal 512 --gpus 64 --calibrate intra.csv --calibrate inter.csv
@@ -42,9 +43,10 @@ std::string fmt(const char* f, double v) {
 std::string describe(const Cluster& c) {
   return c.name + " (" + std::to_string(c.gpus_per_node) + " GPUs per node; in a node " +
          fmt("%.0f", c.intra.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.intra.latency * 1e6) + " us; across nodes " +
-         fmt("%.1f", c.inter.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.inter.latency * 1e6) + " us; " +
-         fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " + fmt("%.3g", c.efficiency * 100) + "%; " +
-         fmt("%.0f", c.memory_bytes / GiB) + " GiB per GPU)";
+         fmt("%.1f", c.inter.bandwidth / 1e9) + " GB/s, " + fmt("%.1f", c.inter.latency * 1e6) +
+         " us; collectives across nodes " + fmt("%.0f", c.collective_bandwidth / 1e9) + " GB/s; device memory " +
+         fmt("%.0f", c.memory_bandwidth / 1e9) + " GB/s; " + fmt("%.4g", c.peak_flops / 1e12) + " TFLOP/s at " +
+         fmt("%.3g", c.efficiency * 100) + "%; " + fmt("%.0f", c.memory_bytes / GiB) + " GiB per GPU)";
 }
 
 std::string describe(const Transformer& m) {
@@ -133,15 +135,15 @@ void print_predictions(const std::vector<Prediction>& ps, const std::string& for
                 << '\n';
     return;
   }
-  std::printf("%-12s %4s %4s %16s %4s %9s %9s %8s %9s %12s %8s %8s  %s\n", "strategy", "SP", "DP", "layer bytes/GPU",
+  std::printf("%-16s %4s %4s %16s %4s %9s %9s %8s %9s %12s %8s %8s  %s\n", "strategy", "SP", "DP", "layer bytes/GPU",
               "ops", "comm s", "compute s", "DP s", "step s", "tokens/s", "TFLOP/s", "GiB/GPU", "note");
   for (const auto& p : ps) {
     if (!p.runs) {
-      std::printf("%-12s %4d %4d %16s  cannot run: %s\n", name(p.strategy), p.sp, p.dp, "-", p.why.c_str());
+      std::printf("%-16s %4d %4d %16s  cannot run: %s\n", name(p.strategy), p.sp, p.dp, "-", p.why.c_str());
       continue;
     }
     std::string note = p.fits ? "" : "does not fit: " + p.why;
-    std::printf("%-12s %4d %4d %16zu %4zu %9.3f %9.3f %8.3f %9.3f %12.0f %8.1f %8.1f  %s\n", name(p.strategy), p.sp,
+    std::printf("%-16s %4d %4d %16zu %4zu %9.3f %9.3f %8.3f %9.3f %12.0f %8.1f %8.1f  %s\n", name(p.strategy), p.sp,
                 p.dp, p.layer_bytes, p.layer_operations, p.comm_time, p.compute_time, p.dp_time, p.step_time,
                 p.tokens_per_second, p.flops_per_gpu() / 1e12, p.memory_bytes / GiB, note.c_str());
   }
@@ -195,64 +197,109 @@ int plan(const Cluster& c, const Links& links, const Transformer& m, const Workl
   return 0;
 }
 
-int paper_fig5(const Cluster& c, const Links& links, const std::string& format) {
-  const auto table = paper_table5();
+// "1.32-1.75" or "<=10": the paper's figure of DSP over `s` ("-" when none).
+std::string paper_range(Strategy s) {
+  const PaperSpeedup p = paper_dsp_speedup(s);
+  if (s == Strategy::dsp || !(p.hi > 0)) return "-";
+  if (!(p.lo > 0)) return "<=" + fmt("%g", p.hi);
+  return fmt("%.2f", p.lo) + "-" + fmt("%.2f", p.hi);
+}
+
+// Where `v` lies against [lo, hi]: "in", or how far off the nearest bound (-12%: 12% below lo).
+std::string against(double v, double lo, double hi) {
+  if (v >= lo && v <= hi) return "in";
+  return fmt("%+.0f%%", (v < lo ? v / lo - 1 : v / hi - 1) * 100);
+}
+
+int paper_fig5(const Cluster& c, const Links& links, const std::string& format, LayerLayout layout) {
+  const auto table = paper_table5(layout);
   const auto rows = figure5(c, table);
+  const std::size_t ns = all_strategies.size();
   std::vector<const Prediction*> priced;
   for (const auto& r : rows)
     if (r.paper_sp > 0) priced.push_back(&r.prediction);
   warn_half_calibrated(links, c, priced);
   if (format == "csv") {
     std::cout << "model,temporal,tokens,strategy,paper_sp,paper_dp,model_sp,layer_bytes,comm_s,compute_s,dp_s,step_s,"
-                 "tokens_per_s,model_tflops_per_gpu,memory_gib,dsp_speedup\n";
+                 "tokens_per_s,model_tflops_per_gpu,memory_gib,dsp_speedup,paper_dsp_speedup_lo,paper_dsp_speedup_hi\n";
   } else {
-    std::cout << "# dsp-plan --preset paper-fig5: the DSP paper's Figure 5 (Table 5's meshes on " << paper_gpus
-              << " GPUs, spatial 4096, one sample per SP group, bf16, recomputation, 9.5 GB frozen text encoder)\n"
-              << "# cluster: " << describe(c) << "\n"
-              << links.header()
-              << "# SP,DP: Table 5's mesh (/: did not run); model SP: the smallest SP the model finds fitting (0: "
-                 "none); x DSP: DSP's predicted throughput over this method's\n";
-    std::printf("%-5s %6s %-12s %7s %8s %16s %8s %9s %8s %8s %12s %8s %7s %7s\n", "model", "tokens", "method", "SP,DP",
-                "model SP", "layer bytes/GPU", "comm s", "compute s", "DP s", "step s", "tokens/s", "TFLOP/s", "GiB",
-                "x DSP");
+    std::cout
+        << "# dsp-plan --preset paper-fig5: the DSP paper's Figure 5 (Table 5's meshes on " << paper_gpus
+        << " GPUs, spatial 4096, one sample per SP group, bf16, recomputation, 9.5 GB frozen text encoder; "
+        << (layout == LayerLayout::a1 ? "the paper's A.1 layer: two blocks, no cross-attention"
+                                      : "Open-Sora's STDiT layer: spatial, temporal and cross-attention, one MLP")
+        << ")\n"
+        << "# cluster: " << describe(c) << "\n"
+        << links.header()
+        << "# SP,DP: Table 5's mesh (/: did not run; both Ulysses take its Ulysses column); model SP: the smallest "
+           "SP the model finds fitting (0: none); x DSP: DSP's predicted throughput over this method's; paper: "
+           "the paper's figure for it; vs: in its range, or how far outside\n";
+    std::printf("%-5s %6s %-16s %7s %8s %16s %8s %9s %8s %8s %12s %8s %7s %7s %9s %5s\n", "model", "tokens", "method",
+                "SP,DP", "model SP", "layer bytes/GPU", "comm s", "compute s", "DP s", "step s", "tokens/s", "TFLOP/s",
+                "GiB", "x DSP", "paper", "vs");
   }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    const Prediction& dsp = rows[i - (i % all_strategies.size())].prediction;
+    const Prediction& dsp = rows[i - (i % ns)].prediction;
     const Prediction& p = r.prediction;
     const double tokens = double(r.point->temporal) * 4096;
     const double speedup = r.paper_sp > 0 && p.tokens_per_second > 0 ? dsp.tokens_per_second / p.tokens_per_second : 0;
+    const PaperSpeedup paper = paper_dsp_speedup(r.strategy);
     const std::string tok = fmt("%.1fM", tokens / (1024.0 * 1024));
     if (format == "csv") {
       // Table 5's "/" (did not run): the mesh and prediction fields stay empty.
       std::cout << r.point->model.name << ',' << r.point->temporal << ',' << std::size_t(tokens) << ','
                 << name(r.strategy) << ',';
       if (r.paper_sp == 0) {
-        std::cout << ",," << r.model_sp << ",,,,,,,,,\n";
+        std::cout << ",," << r.model_sp << ",,,,,,,,,," << paper.lo << ',' << paper.hi << '\n';
         continue;
       }
       std::cout << r.paper_sp << ',' << paper_gpus / r.paper_sp << ',' << r.model_sp << ',' << p.layer_bytes << ','
                 << p.comm_time << ',' << p.compute_time << ',' << p.dp_time << ',' << p.step_time << ','
                 << fmt("%.0f", p.tokens_per_second) << ',' << p.flops_per_gpu() / 1e12 << ',' << p.memory_bytes / GiB
-                << ',' << speedup << '\n';
+                << ',' << speedup << ',' << paper.lo << ',' << paper.hi << '\n';
       continue;
     }
     if (r.paper_sp == 0) {
-      std::printf("%-5s %6s %-12s %7s %8d %16s\n", r.point->model.name.c_str(), tok.c_str(), name(r.strategy), "/",
+      std::printf("%-5s %6s %-16s %7s %8d %16s\n", r.point->model.name.c_str(), tok.c_str(), name(r.strategy), "/",
                   r.model_sp, "-");
       continue;
     }
     const std::string mesh = std::to_string(r.paper_sp) + "," + std::to_string(paper_gpus / r.paper_sp);
-    std::printf("%-5s %6s %-12s %7s %8d %16zu %8.3f %9.3f %8.3f %8.3f %12.0f %8.1f %7.1f %7.2f\n",
+    const std::string vs = r.strategy == Strategy::dsp ? "" : against(speedup, paper.lo, paper.hi);
+    std::printf("%-5s %6s %-16s %7s %8d %16zu %8.3f %9.3f %8.3f %8.3f %12.0f %8.1f %7.1f %7.2f %9s %5s\n",
                 r.point->model.name.c_str(), tok.c_str(), name(r.strategy), mesh.c_str(), r.model_sp, p.layer_bytes,
                 p.comm_time, p.compute_time, p.dp_time, p.step_time, p.tokens_per_second, p.flops_per_gpu() / 1e12,
-                p.memory_bytes / GiB, speedup);
+                p.memory_bytes / GiB, speedup, paper_range(r.strategy).c_str(), vs.c_str());
   }
   if (format == "csv") return 0;
+  // Per method, over the points it ran: DSP's speedup and DSP's share of its bytes.
+  std::cout << "# DSP over each method, predicted over the points it ran (paper), and DSP's bytes per layer over its "
+               "(paper: DSP's volume under 25% of the embedded methods'):\n";
+  for (std::size_t k = 1; k < ns; ++k) {
+    double lo = 0, hi = 0, span_lo = 0, span_hi = 0, vol_lo = 0, vol_hi = 0;
+    for (std::size_t i = k; i < rows.size(); i += ns) {
+      const Prediction& p = rows[i].prediction;
+      if (rows[i].paper_sp == 0 || !(p.tokens_per_second > 0)) continue;
+      const Prediction& d = rows[i - k].prediction;
+      const double x = d.tokens_per_second / p.tokens_per_second;
+      const double v = p.layer_bytes > 0 ? double(d.layer_bytes) / double(p.layer_bytes) : 0;
+      lo = lo > 0 ? std::min(lo, x) : x, hi = std::max(hi, x);
+      vol_lo = vol_lo > 0 ? std::min(vol_lo, v) : v, vol_hi = std::max(vol_hi, v);
+      if (consecutive_group(c, rows[i].paper_sp).spans_nodes())
+        span_lo = span_lo > 0 ? std::min(span_lo, x) : x, span_hi = std::max(span_hi, x);
+    }
+    std::printf("#   %-16s %5.2fx to %5.2fx (paper %s); where the SP group spans nodes %s; bytes %.0f%% to %.0f%%\n",
+                name(all_strategies[k]), lo, hi, paper_range(all_strategies[k]).c_str(),
+                span_hi > 0 ? (fmt("%.2fx", span_lo) + " to " + fmt("%.2fx", span_hi)).c_str() : "none", vol_lo * 100,
+                vol_hi * 100);
+  }
   // The FLOPS drop from 0.5M to 4M tokens per method, where it ran at both.
-  std::cout << "# FLOP/s per GPU, 0.5M -> 4M tokens (model FLOPs: 3 x forward):\n";
+  std::cout << "# FLOP/s per GPU, 0.5M -> 4M tokens (model FLOPs: 3 x forward; paper: DSP drops at most "
+            << fmt("%.0f", paper_dsp_flops_drop * 100) << "%, the others at least "
+            << fmt("%.0f", paper_others_flops_drop * 100) << "%):\n";
   for (const char* mname : {"720M", "3B"})
-    for (std::size_t k = 0; k < all_strategies.size(); ++k) {
+    for (std::size_t k = 0; k < ns; ++k) {
       const Figure5Row *lo = nullptr, *hi = nullptr;
       for (const auto& r : rows)
         if (r.point->model.name == mname && r.strategy == all_strategies[k] && r.paper_sp > 0) {
@@ -261,46 +308,89 @@ int paper_fig5(const Cluster& c, const Links& links, const std::string& format) 
         }
       if (!lo || !hi) continue;
       const double a = lo->prediction.flops_per_gpu(), b = hi->prediction.flops_per_gpu();
-      std::printf("#   %-4s %-12s %7.1f -> %7.1f TFLOP/s at %.1fM tokens: %+.0f%%\n", mname, name(all_strategies[k]),
-                  a / 1e12, b / 1e12, double(hi->point->temporal) * 4096 / (1024.0 * 1024), (b / a - 1) * 100);
+      const double drop = 1 - b / a;
+      const bool is_dsp = all_strategies[k] == Strategy::dsp;
+      const bool holds = is_dsp ? drop <= paper_dsp_flops_drop : drop >= paper_others_flops_drop;
+      std::printf("#   %-4s %-16s %7.1f -> %7.1f TFLOP/s at %.1fM tokens: %+.0f%% (paper: %s %.0f%%): %s\n", mname,
+                  name(all_strategies[k]), a / 1e12, b / 1e12, double(hi->point->temporal) * 4096 / (1024.0 * 1024),
+                  -drop * 100, is_dsp ? "at most" : "at least",
+                  (is_dsp ? paper_dsp_flops_drop : paper_others_flops_drop) * 100, holds ? "holds" : "misses");
     }
-  std::cout << "# the paper: DSP over Ulysses +32% to +75%, over the others up to 10x; from 0.5M to 4M tokens DSP's "
-               "FLOPS drop at most 23%, the others' at least 40%\n";
+  std::cout << "# the paper: DSP over Ulysses +32% to +75%, over the embedded methods 32.2% to 10x; from 0.5M to 4M "
+               "tokens DSP's FLOPS drop at most 23%, the others' at least 40%; volume under 25% of theirs\n";
   return 0;
 }
 
-int paper_fig7(const Cluster& c, const Links& links, const std::string& format) {
-  const auto rows = figure7(c);
+int paper_fig7(const Cluster& c, const Links& links, const std::string& format, LayerLayout layout) {
+  const auto rows = figure7(c, layout);
+  const std::size_t per = 4;  // GPU counts per (layout, strategy)
   std::vector<const Prediction*> priced;
-  for (const auto& r : rows) priced.push_back(&r.prediction);
+  for (const auto& r : rows)
+    if (r.prediction.runs) priced.push_back(&r.prediction);
   warn_half_calibrated(links, c, priced);
+  // DSP's row at the same GPUs and layout: strategies in all_strategies' order, DSP first.
+  auto dsp_of = [&](std::size_t i) -> const Figure7Row& {
+    const std::size_t block = per * all_strategies.size();
+    return rows[(i / block) * block + i % per];
+  };
   if (format == "csv") {
-    std::cout << "gpus,layout,strategy,sp,dp,batch,runs,step_s,tokens_per_s,efficiency\n";
+    std::cout << "gpus,layout,strategy,sp,dp,batch,runs,step_s,tokens_per_s,efficiency,dsp_speedup\n";
   } else {
-    std::cout << "# dsp-plan --preset paper-fig7: the DSP paper's weak scaling (Table 7: 3B, temporal 128, spatial "
-                 "4096, one sample per 8 GPUs)\n# cluster: "
+    std::cout << "# dsp-plan --preset paper-fig7 (also paper-fig6): the DSP paper's weak scaling, Figure 6 by its "
+                 "caption, Figure 7 in the appendix's text (Table 7: 3B, temporal 128, spatial 4096, one sample per 8 "
+                 "GPUs; "
+              << (layout == LayerLayout::a1 ? "the paper's A.1 layer" : "Open-Sora's STDiT layer")
+              << ")\n# the paper's layout (A.3.3, the figure's caption): one SP group over all GPUs, sequence "
+                 "parallelism only; SP 8 per node with DP across is for comparison\n# cluster: "
               << describe(c) << "\n"
-              << links.header() << "# efficiency: tokens/s per GPU over the 8-GPU point's\n";
-    std::printf("%5s %-22s %-8s %4s %4s %9s %12s %10s\n", "GPUs", "layout", "method", "SP", "DP", "step s", "tokens/s",
-                "efficiency");
+              << links.header()
+              << "# efficiency: tokens/s per GPU over the 8-GPU point's; x DSP: DSP's throughput over this method's\n";
+    std::printf("%5s %-22s %-16s %4s %4s %9s %12s %10s %7s\n", "GPUs", "layout", "method", "SP", "DP", "step s",
+                "tokens/s", "efficiency", "x DSP");
   }
-  for (const auto& r : rows) {
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
     const Prediction& p = r.prediction;
-    const char* layout = r.one_group ? "one SP group, batch" : "SP 8 per node, DP";
+    const Prediction& d = dsp_of(i).prediction;
+    const double x = p.runs && p.tokens_per_second > 0 ? d.tokens_per_second / p.tokens_per_second : 0;
+    const char* lay = r.one_group ? "one SP group, batch" : "SP 8 per node, DP";
     if (format == "csv") {
       std::cout << r.gpus << ',' << (r.one_group ? "one-group" : "sp8-dp") << ',' << name(r.strategy) << ',' << p.sp
                 << ',' << p.dp << ',' << r.gpus / 8 << ',' << p.runs << ',';
-      if (p.runs) std::cout << p.step_time << ',' << fmt("%.0f", p.tokens_per_second) << ',' << r.efficiency << '\n';
-      else std::cout << ",,\n";
+      if (p.runs)
+        std::cout << p.step_time << ',' << fmt("%.0f", p.tokens_per_second) << ',' << r.efficiency << ',' << x << '\n';
+      else std::cout << ",,,\n";
     } else if (!p.runs) {
-      std::printf("%5d %-22s %-8s %4d %4d   cannot run: %s\n", r.gpus, layout, name(r.strategy), p.sp, p.dp,
+      std::printf("%5d %-22s %-16s %4d %4d   cannot run: %s\n", r.gpus, lay, name(r.strategy), p.sp, p.dp,
                   p.why.c_str());
     } else {
-      std::printf("%5d %-22s %-8s %4d %4d %9.3f %12.0f %9.0f%%\n", r.gpus, layout, name(r.strategy), p.sp, p.dp,
-                  p.step_time, p.tokens_per_second, r.efficiency * 100);
+      std::printf("%5d %-22s %-16s %4d %4d %9.3f %12.0f %9.0f%% %7.2f\n", r.gpus, lay, name(r.strategy), p.sp, p.dp,
+                  p.step_time, p.tokens_per_second, r.efficiency * 100, x);
     }
   }
-  if (format == "text") std::cout << "# the paper: DSP loses only 15% from 8 to 64 GPUs\n";
+  if (format == "csv") return 0;
+  // The paper's two claims, on its layout (one SP group).
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].one_group && rows[i].strategy == Strategy::dsp && rows[i].gpus == 64)
+      std::printf("# one SP group: DSP loses %.0f%% from 8 to 64 GPUs (paper: %.0f%%)\n",
+                  (1 - rows[i].efficiency) * 100, paper_weak_scaling_loss * 100);
+  std::cout << "# one SP group: DSP over the other methods where they run, lowest to highest (paper: +"
+            << fmt("%.1f", (paper_weak_scaling_dsp_over_others - 1) * 100) << "%):\n";
+  for (Strategy s : all_strategies) {
+    if (s == Strategy::dsp) continue;
+    double lo = 0, hi = 0;
+    std::string at;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      if (!r.one_group || r.strategy != s || !r.prediction.runs) continue;
+      const double x = dsp_of(i).prediction.tokens_per_second / r.prediction.tokens_per_second;
+      lo = lo > 0 ? std::min(lo, x) : x, hi = std::max(hi, x);
+      at += (at.empty() ? "" : ", ") + std::to_string(r.gpus);
+    }
+    if (hi > 0)
+      std::printf("#   %-16s %+.1f%% to %+.1f%% (at %s GPUs)\n", name(s), (lo - 1) * 100, (hi - 1) * 100, at.c_str());
+    else std::printf("#   %-16s cannot run at any point\n", name(s));
+  }
   return 0;
 }
 
@@ -345,10 +435,12 @@ CLI::Validator whole(long long lo, long long hi) {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "dsp-plan: predicts, per sequence-parallel strategy (DSP, DeepSpeed-Ulysses, Megatron-SP, Ring-Attention) and "
+      "dsp-plan: predicts, per sequence-parallel strategy (DSP; DeepSpeed-Ulysses as the paper's Table 3 prices it, "
+      "in the temporal attention, and as Open-Sora 1.0 runs it, in every attention; Megatron-SP; Ring-Attention) and "
       "SP x DP mesh, a spatial-temporal transformer's training step on a GPU cluster: communication (the exact bytes "
-      "of dsp's cost model, priced by a hierarchical alpha-beta model), compute, and memory per GPU; and recommends "
-      "the fastest that fits.",
+      "of dsp's cost model, priced by a hierarchical alpha-beta model, NCCL's collectives across nodes on all of a "
+      "node's NICs, and the copies around each all-to-all), compute, and memory per GPU; and recommends the fastest "
+      "that fits.",
       "dsp-plan"};
   app.footer(
       "Examples:\n"
@@ -357,25 +449,28 @@ int main(int argc, char** argv) {
       "dsp,ulysses\n"
       "  dsp-plan --model 3B --temporal 512 --gpus 64 --calibrate intra.csv --calibrate inter.csv\n"
       "  dsp-plan --preset paper-fig5\n"
+      "  dsp-plan --preset paper-fig5 --layer a1\n"
       "Calibration: run dsp-bench -o alltoall -b 1M -e 1G -F csv -O FILE on the ranks of one node (fits the link "
       "inside a node) and across nodes (fits the link between nodes), then pass each FILE to --calibrate.\n"
       "The model, its assumptions and the paper comparison: docs/cluster-model.md, docs/paper-reproduction.md.");
 
-  std::string preset, model_name, cluster_name = "h100", format = "text",
-                                  strategy_list = "dsp,ulysses,megatron-sp,ring", sp_list;
+  std::string preset, model_name, cluster_name = "h100", format = "text", layer_name,
+                                  strategy_list = "dsp,ulysses,ulysses-opensora,megatron-sp,ring", sp_list;
   std::optional<std::size_t> layers, hidden, heads, mlp_ratio, cross_tokens, mlps;
   std::size_t temporal = 0, spatial = 4096, batch = 1, elem_bytes = 2;
   int gpus = 0;
   bool no_recompute = false;
   std::optional<double> resident_gb;
   std::optional<int> gpn;
-  std::optional<double> intra_gbs, inter_gbs, intra_us, inter_us, peak_tflops, efficiency, memory_gib;
+  std::optional<double> intra_gbs, inter_gbs, intra_us, inter_us, collective_gbs, memory_gbs, peak_tflops, efficiency,
+      memory_gib;
   std::vector<std::string> calibrate_files;
 
   auto* o_preset = app.add_option("--preset", preset,
-                                  "print a paper experiment: paper-fig5 (Figure 5 on Table 5's "
-                                  "meshes) or paper-fig7 (Figure 7's weak scaling)")
-                       ->check(CLI::IsMember({"paper-fig5", "paper-fig7"}));
+                                  "print a paper experiment beside the paper's figures: paper-fig5 (Figure 5 on Table "
+                                  "5's meshes) or paper-fig6 (the weak scaling: Figure 6 by its caption, 7 in the "
+                                  "appendix's text; also paper-fig7)")
+                       ->check(CLI::IsMember({"paper-fig5", "paper-fig6", "paper-fig7"}));
   auto* o_model = app.add_option("--model", model_name,
                                  "the paper's models: 720M or 3B (Table 4); the options "
                                  "below override its numbers")
@@ -389,6 +484,14 @@ int main(int argc, char** argv) {
   auto* o_cross = app.add_option("--cross-tokens", cross_tokens, "text tokens of the cross-attention, 0: none [120]")
                       ->check(whole(0, 1LL << 20));
   auto* o_mlps = app.add_option("--mlps", mlps, "MLPs per layer [1]")->check(whole(1, 16));
+  auto* o_layer =
+      app.add_option("--layer", layer_name,
+                     "the layer's layout: opensora (Open-Sora's STDiT: spatial, temporal and "
+                     "cross-attention to 120 text tokens, one MLP) or a1 (the paper's appendix A.1: a "
+                     "spatial and a temporal block, each attention and MLP, no cross-attention) [opensora]; "
+                     "with --model or a --preset")
+          ->check(CLI::IsMember({"opensora", "a1"}));
+  o_layer->excludes(o_cross)->excludes(o_mlps);
   auto* o_temporal =
       app.add_option("--temporal", temporal, "temporal length T (frames after patching)")->check(whole(1, 1LL << 30));
   auto* o_spatial =
@@ -396,7 +499,9 @@ int main(int argc, char** argv) {
   auto* o_batch = app.add_option("--batch", batch, "samples per SP group [1]")->check(whole(1, 1LL << 20));
   auto* o_gpus = app.add_option("--gpus", gpus, "GPUs in all (SP x DP)")->check(whole(1, 1 << 20));
   auto* o_strat =
-      app.add_option("--strategies", strategy_list, "comma-separated: dsp, ulysses, megatron-sp, ring [all]");
+      app.add_option("--strategies", strategy_list,
+                     "comma-separated: dsp, ulysses (Table 3's: the temporal attention), ulysses-opensora (Open-Sora "
+                     "1.0's: every attention), megatron-sp, ring [all]");
   auto* o_sp =
       app.add_option("--sp", sp_list, "comma-separated SP sizes to price (divisors of --gpus) [every divisor]");
   auto* o_bytes = app.add_option("--element-bytes", elem_bytes, "bytes per activation element [2: bf16]")
@@ -411,6 +516,15 @@ int main(int argc, char** argv) {
   app.add_option("--inter-gbs", inter_gbs, "achieved GB/s per GPU across nodes")->check(number(true));
   app.add_option("--intra-latency-us", intra_us, "latency per collective step inside a node, us")->check(number(false));
   app.add_option("--inter-latency-us", inter_us, "latency per collective step across nodes, us")->check(number(false));
+  app.add_option(
+         "--collective-gbs", collective_gbs,
+         "bus GB/s per GPU of an all-gather, reduce-scatter or all-reduce across nodes over whole nodes (NCCL's "
+         "channels on all the node's NICs)")
+      ->check(number(true));
+  app.add_option("--memory-gbs", memory_gbs,
+                 "device-memory GB/s (read + written) of the copies around an all-to-all (dsp's own pack and unpack "
+                 "kernels: their measured rate)")
+      ->check(number(true));
   app.add_option("--peak-tflops", peak_tflops, "dense TFLOP/s per GPU in the training precision")->check(number(true));
   app.add_option("--efficiency", efficiency, "fraction of peak the math reaches, in (0, 1]")->check(number(true, 1));
   app.add_option("--memory-gib", memory_gib, "GiB per GPU the job may use")->check(number(true));
@@ -449,27 +563,35 @@ int main(int argc, char** argv) {
     links.inter.bandwidth_option = bool(inter_gbs), links.inter.latency_option = bool(inter_us);
     // --gpus-per-node applies before the fit (it decides which link a file's runs
     // measure); the other numbers after it, so that they override it.
-    const bool overridden = intra_gbs || inter_gbs || intra_us || inter_us || peak_tflops || efficiency || memory_gib;
+    const bool overridden = intra_gbs || inter_gbs || intra_us || inter_us || collective_gbs || memory_gbs ||
+                            peak_tflops || efficiency || memory_gib;
     if (gpn || overridden) c.name += " (modified)";
     if (intra_gbs) c.intra.bandwidth = *intra_gbs * 1e9;
     if (inter_gbs) c.inter.bandwidth = *inter_gbs * 1e9;
     if (intra_us) c.intra.latency = *intra_us * 1e-6;
     if (inter_us) c.inter.latency = *inter_us * 1e-6;
+    if (collective_gbs) c.collective_bandwidth = *collective_gbs * 1e9;
+    if (memory_gbs) c.memory_bandwidth = *memory_gbs * 1e9;
     if (peak_tflops) c.peak_flops = *peak_tflops * 1e12;
     if (efficiency) c.efficiency = *efficiency;
     if (memory_gib) c.memory_bytes = *memory_gib * GiB;
     check(c);
 
-    if (preset == "paper-fig5") return paper_fig5(c, links, format);
-    if (preset == "paper-fig7") return paper_fig7(c, links, format);
+    const LayerLayout layout = layer_name.empty() ? LayerLayout::opensora : parse_layer_layout(layer_name);
+    if (preset == "paper-fig5") return paper_fig5(c, links, format, layout);
+    if (preset == "paper-fig6" || preset == "paper-fig7") return paper_fig7(c, links, format, layout);
 
     Transformer m;
     if (!model_name.empty()) {
-      m = model_preset(model_name);
+      m = with_layout(model_preset(model_name), layout);
     } else if (!layers || !hidden || !heads) {
       throw dsp::InvalidArgument(
           "dsp-plan: name a model: --model 720M|3B, or --layers, --hidden and --heads "
-          "(or --preset paper-fig5 | paper-fig7)");
+          "(or --preset paper-fig5 | paper-fig6)");
+    } else if (!layer_name.empty()) {
+      throw dsp::InvalidArgument(
+          "dsp-plan: --layer lays out the paper's models (--model or a --preset); with --layers, --hidden and "
+          "--heads set --cross-tokens and --mlps instead");
     }
     if (layers) m.layers = *layers;
     if (hidden) m.hidden = *hidden;
@@ -494,8 +616,7 @@ int main(int argc, char** argv) {
       try {
         x = parse_strategy(s);
       } catch (const dsp::Error&) {
-        throw dsp::InvalidArgument("--strategies: unknown strategy '" + s +
-                                   "' (known: dsp, ulysses, megatron-sp, ring)");
+        throw dsp::InvalidArgument("--strategies: unknown strategy '" + s + "' (known: " + strategy_names() + ")");
       }
       if (std::find(strategies.begin(), strategies.end(), x) != strategies.end())
         throw dsp::InvalidArgument("--strategies: '" + s + "' is named twice");

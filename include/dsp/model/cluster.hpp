@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp::model: a hierarchical alpha-beta model of a GPU cluster (GPUs in nodes,
-// one link inside a node, one across nodes), the time of the collectives a
-// sequence-parallel layer makes, and a fit of its links to dsp-bench output.
+// one link inside a node, one across nodes, NCCL's collectives across nodes on
+// all of a node's NICs, device memory for the copies around an all-to-all),
+// the time of the collectives a sequence-parallel layer makes, and a fit of
+// its links to dsp-bench output.
 // Plain arithmetic on doubles: no MPI, no Kokkos. Times in seconds, sizes in
 // bytes, bandwidths in bytes per second, compute in FLOP/s.
 #pragma once
@@ -28,8 +30,15 @@ struct Link {
 struct Cluster {
   std::string name = "custom";
   int gpus_per_node = 8;
-  Link intra;               ///< between the GPUs of one node (NVLink)
-  Link inter;               ///< from a GPU to a GPU of another node (its own NIC)
+  Link intra;  ///< between the GPUs of one node (NVLink)
+  Link inter;  ///< from a GPU to a GPU of another node (its own NIC): all-to-alls, ring passes
+  /// Bytes/s per GPU (bus bandwidth, nccl-tests' busbw) of a ring all-gather,
+  /// reduce-scatter or all-reduce whose group spans nodes and holds every GPU
+  /// of each: NCCL's channels cross nodes on all of the node's NICs, not one.
+  double collective_bandwidth = 0;
+  /// Device-memory traffic per second (bytes read plus written) of the
+  /// copies that pack and unpack the blocks around an all-to-all.
+  double memory_bandwidth = 0;
   double peak_flops = 0;    ///< per GPU, dense, in the training precision
   double efficiency = 0.5;  ///< the fraction of peak_flops the layer's math reaches
   double memory_bytes = 0;  ///< per GPU, usable by the job (after the CUDA context and the libraries' buffers)
@@ -38,15 +47,21 @@ struct Cluster {
 /// The H100 preset, from published figures: 8 H100 SXM per node; NVLink 4 at
 /// 450 GB/s per direction (line), of which NCCL reaches about 370 GB/s; one
 /// 400 Gb/s InfiniBand NDR NIC per GPU (50 GB/s line), about 45 GB/s reached;
-/// 989 TFLOP/s dense BF16 peak at 40% efficiency; 80 GiB HBM3, 72 GiB of it
-/// for the job. Latencies: about 10 us per collective step inside a node and
-/// 20 us across. docs/cluster-model.md lists the sources.
+/// NCCL's all-gather across nodes at about 200 GB/s of bus bandwidth per GPU
+/// (measured on 32 nodes of 8 H100s, nccl#1218); device memory at 3.0 TB/s of
+/// traffic (3.35 TB/s HBM3 peak, at the 89% of peak a device-to-device
+/// cudaMemcpy reached on an H200, docs/gpu.md); 989 TFLOP/s dense BF16 peak
+/// at 40% efficiency; 80 GiB HBM3, 72 GiB of it for the job. Latencies:
+/// about 10 us per collective step inside a node and 20 us across.
+/// docs/cluster-model.md lists the sources.
 inline Cluster h100() {
   Cluster c;
   c.name = "h100";
   c.gpus_per_node = 8;
   c.intra = {370e9, 10e-6};
   c.inter = {45e9, 20e-6};
+  c.collective_bandwidth = 200e9;
+  c.memory_bandwidth = 3.0e12;
   c.peak_flops = 989e12;
   c.efficiency = 0.4;
   c.memory_bytes = 72.0 * 1024 * 1024 * 1024;
@@ -65,12 +80,15 @@ inline Cluster cluster_preset(const std::string& name) {
 }
 
 /// InvalidArgument unless the cluster's numbers can price anything: at least
-/// one GPU per node, positive bandwidths, peak and efficiency in (0, 1],
-/// latencies and memory not negative.
+/// one GPU per node, positive bandwidths (links, collectives across nodes,
+/// device memory), peak and efficiency in (0, 1], latencies and memory not
+/// negative.
 inline void check(const Cluster& c) {
   auto bad = [&](const std::string& what) { throw InvalidArgument("dsp::model: cluster '" + c.name + "': " + what); };
   if (c.gpus_per_node < 1) bad("gpus_per_node must be at least 1");
   if (!(c.intra.bandwidth > 0) || !(c.inter.bandwidth > 0)) bad("link bandwidths must be positive");
+  if (!(c.collective_bandwidth > 0)) bad("collective_bandwidth (collectives across nodes) must be positive");
+  if (!(c.memory_bandwidth > 0)) bad("memory_bandwidth (device memory) must be positive");
   if (!(c.intra.latency >= 0) || !(c.inter.latency >= 0)) bad("link latencies must not be negative");
   if (!(c.peak_flops > 0)) bad("peak_flops must be positive");
   if (!(c.efficiency > 0 && c.efficiency <= 1)) bad("efficiency must be in (0, 1]");
@@ -112,7 +130,7 @@ inline std::vector<std::string> split(const std::string& s, char sep) {
     else out.back() += ch;
   return out;
 }
-/// The link a ring over `g` is limited by: across nodes when it spans them.
+/// The link a point-to-point ring over `g` is limited by: across nodes when it spans them.
 inline const Link& ring_link(const Cluster& c, const Group& g) { return g.spans_nodes() ? c.inter : c.intra; }
 }  // namespace detail
 
@@ -122,6 +140,8 @@ inline const Link& ring_link(const Cluster& c, const Group& g) { return g.spans_
 /// slower of the two levels:
 ///   intra = alpha_intra + bytes_sent (k - 1) / (n - 1) / beta_intra   (k = per_node > 1)
 ///   inter = alpha_inter + bytes_sent (n - k) / (n - 1) / beta_inter   (n > k)
+/// Every GPU's share across nodes leaves through its own NIC. The copies
+/// around it (packing and unpacking) are copy_time(), apart.
 inline double all_to_all_time(const Cluster& c, const Group& g, double bytes_sent) {
   const int n = g.size, k = g.per_node;
   if (n <= 1 || !(bytes_sent > 0)) return 0;
@@ -130,35 +150,56 @@ inline double all_to_all_time(const Cluster& c, const Group& g, double bytes_sen
   return std::max(intra, inter);
 }
 
-/// n - 1 steps around a ring, the GPU sending `bytes_sent` in all: every step
-/// waits for the ring's slowest link (across nodes when the group spans them):
+/// n - 1 point-to-point steps around a ring, the GPU sending `bytes_sent` in
+/// all: every step waits for the ring's slowest link, one NIC across nodes
+/// when the group spans them:
 ///   (n - 1) alpha + bytes_sent / beta
-/// Ring-Attention's k and v passes, and the ring all-gather and reduce-scatter below.
+/// Ring-Attention's k and v passes.
 inline double ring_pass_time(const Cluster& c, const Group& g, double bytes_sent) {
   if (g.size <= 1 || !(bytes_sent > 0)) return 0;
   const Link& l = detail::ring_link(c, g);
   return (g.size - 1) * l.latency + bytes_sent / l.bandwidth;
 }
 
+/// The bus bandwidth per GPU of NCCL's ring collectives (all-gather,
+/// reduce-scatter, all-reduce) over `g`. Inside a node: the intra link. Across
+/// nodes, NCCL runs several channels whose node crossings use different NICs:
+/// a group holding k of a node's G GPUs gets its share k / G of the node's
+/// aggregate `collective_bandwidth`, at least its own NIC (`inter`), and at
+/// most NVLink (every byte also crosses the node on it):
+///   min(beta_intra, max(beta_inter, collective_bandwidth k / G))
+inline double ring_collective_bandwidth(const Cluster& c, const Group& g) {
+  if (!g.spans_nodes()) return c.intra.bandwidth;
+  const double share = c.collective_bandwidth * double(g.per_node) / double(std::max(1, c.gpus_per_node));
+  return std::min(c.intra.bandwidth, std::max(c.inter.bandwidth, share));
+}
+
 /// A ring all-gather; `bytes_sent` = the GPU's block times (n - 1), what dsp's
-/// cost model counts for a gather. (n - 1) alpha + bytes_sent / beta.
+/// cost model counts for a gather. (n - 1) alpha + bytes_sent / ring_collective_bandwidth.
 inline double all_gather_time(const Cluster& c, const Group& g, double bytes_sent) {
-  return ring_pass_time(c, g, bytes_sent);
+  if (g.size <= 1 || !(bytes_sent > 0)) return 0;
+  return (g.size - 1) * detail::ring_link(c, g).latency + bytes_sent / ring_collective_bandwidth(c, g);
 }
 
 /// A ring reduce-scatter; `bytes_sent` = everything but the GPU's own chunk,
-/// what dsp's cost model counts. (n - 1) alpha + bytes_sent / beta.
+/// what dsp's cost model counts. (n - 1) alpha + bytes_sent / ring_collective_bandwidth.
 inline double reduce_scatter_time(const Cluster& c, const Group& g, double bytes_sent) {
-  return ring_pass_time(c, g, bytes_sent);
+  return all_gather_time(c, g, bytes_sent);
 }
 
 /// A ring all-reduce: a reduce-scatter and an all-gather; `bytes_sent` is the
-/// two together, what dsp's cost model counts. 2 (n - 1) alpha + bytes_sent / beta.
+/// two together, what dsp's cost model counts.
+/// 2 (n - 1) alpha + bytes_sent / ring_collective_bandwidth.
 inline double all_reduce_time(const Cluster& c, const Group& g, double bytes_sent) {
   if (g.size <= 1 || !(bytes_sent > 0)) return 0;
-  const Link& l = detail::ring_link(c, g);
-  return 2.0 * (g.size - 1) * l.latency + bytes_sent / l.bandwidth;
+  return 2.0 * (g.size - 1) * detail::ring_link(c, g).latency + bytes_sent / ring_collective_bandwidth(c, g);
 }
+
+/// Packing and unpacking the blocks around an all-to-all: `traffic` bytes of
+/// device memory read plus written (about 4 per byte of the GPU's block: read
+/// and write it into the send buffer, read and write the received blocks into
+/// place), at memory_bandwidth. traffic / memory_bandwidth.
+inline double copy_time(const Cluster& c, double traffic) { return traffic > 0 ? traffic / c.memory_bandwidth : 0; }
 
 /// `flops` of math on one GPU: flops / (peak_flops * efficiency).
 inline double compute_time(const Cluster& c, double flops) { return flops / (c.peak_flops * c.efficiency); }

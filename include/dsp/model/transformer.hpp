@@ -7,10 +7,15 @@
 // sharded over the SP group; spatial attention over S, temporal attention over
 // T, optional cross-attention to text tokens, and MLPs. The strategies, per
 // layer and forward pass:
-//   DSP          switch T -> S before the temporal attention, S -> T after (2 all-to-alls)
-//   Ulysses      q, k, v [B, T, S, H, d] from T- to head-sharded, the output back (4 all-to-alls)
-//   Megatron-SP  per sub-block an all-gather over T and a reduce-scatter over T
-//   Ring         k and v passed around the SP ring in the temporal attention
+//   DSP               switch T -> S before the temporal attention, S -> T after (2 all-to-alls)
+//   Ulysses           (the paper's Table 3) q, k, v [B, T, S, H, d] from T- to head-sharded in
+//                     the temporal attention, the output back (4 all-to-alls)
+//   Ulysses-OpenSora  (the baseline the paper measured: Open-Sora 1.0's STDiT) the same in
+//                     every attention: q, k, v in one all-to-all and the output in another in
+//                     the spatial and the temporal attention, q and the output in the
+//                     cross-attention (6 all-to-alls, 10 tensors)
+//   Megatron-SP       per sub-block an all-gather over T and a reduce-scatter over T
+//   Ring              k and v passed around the SP ring in the temporal attention
 #pragma once
 
 #include <dsp/cost.hpp>
@@ -25,38 +30,48 @@
 
 namespace dsp::model {
 
-enum class Strategy { dsp, ulysses, megatron_sp, ring };
+enum class Strategy { dsp, ulysses, ulysses_opensora, megatron_sp, ring };
 
-inline constexpr std::array<Strategy, 4> all_strategies{Strategy::dsp, Strategy::ulysses, Strategy::megatron_sp,
-                                                        Strategy::ring};
+inline constexpr std::array<Strategy, 5> all_strategies{Strategy::dsp, Strategy::ulysses, Strategy::ulysses_opensora,
+                                                        Strategy::megatron_sp, Strategy::ring};
 
-/// "dsp", "ulysses", "megatron-sp", "ring": the names the CLI takes.
+/// "dsp", "ulysses", "ulysses-opensora", "megatron-sp", "ring": the names the CLI takes.
 inline const char* name(Strategy s) {
   switch (s) {
     case Strategy::dsp: return "dsp";
     case Strategy::ulysses: return "ulysses";
+    case Strategy::ulysses_opensora: return "ulysses-opensora";
     case Strategy::megatron_sp: return "megatron-sp";
     case Strategy::ring: return "ring";
   }
   return "?";
 }
 
-/// The paper's names: "DSP", "DeepSpeed-Ulysses", "Megatron-SP", "Ring-Attention".
+/// The paper's names: "DSP", "DeepSpeed-Ulysses", "Megatron-SP", "Ring-Attention";
+/// "DeepSpeed-Ulysses (Open-Sora 1.0)" for the Ulysses of every attention.
 inline const char* paper_name(Strategy s) {
   switch (s) {
     case Strategy::dsp: return "DSP";
     case Strategy::ulysses: return "DeepSpeed-Ulysses";
+    case Strategy::ulysses_opensora: return "DeepSpeed-Ulysses (Open-Sora 1.0)";
     case Strategy::megatron_sp: return "Megatron-SP";
     case Strategy::ring: return "Ring-Attention";
   }
   return "?";
 }
 
+/// The known strategies' names, comma-separated ("dsp, ulysses, ...").
+inline std::string strategy_names() {
+  std::string known;
+  for (Strategy x : all_strategies) known += (known.empty() ? "" : ", ") + std::string(name(x));
+  return known;
+}
+
 /// The strategy called `s` (name()), or InvalidArgument naming the known ones.
 inline Strategy parse_strategy(const std::string& s) {
   for (Strategy x : all_strategies)
     if (s == name(x)) return x;
-  throw InvalidArgument("dsp::model: unknown strategy '" + s + "' (known: dsp, ulysses, megatron-sp, ring)");
+  throw InvalidArgument("dsp::model: unknown strategy '" + s + "' (known: " + strategy_names() + ")");
 }
 
 // ------------------------------------------------------------ the traffic ----
@@ -66,10 +81,13 @@ inline Strategy parse_strategy(const std::string& s) {
 /// `sub_blocks`: how many sub-blocks Megatron-SP wraps in an all-gather and a
 /// reduce-scatter (4: spatial and temporal attention with an MLP each, as in
 /// the paper's Table 3, or spatial, temporal and cross-attention and one MLP).
+/// `cross_attention`: whether the layer has a cross-attention to text (1, as
+/// Open-Sora's STDiT) or not (0), which Ulysses-OpenSora also shards by heads.
 struct LayerShape {
   std::size_t B = 1, T = 1, S = 1, C = 1, heads = 1;
   std::size_t elem_bytes = 2;
   std::size_t sub_blocks = 4;
+  std::size_t cross_attention = 1;
 };
 
 enum class OpKind { all_to_all, all_gather, reduce_scatter, ring_pass };
@@ -85,12 +103,17 @@ inline const char* name(OpKind k) {
 }
 
 /// `count` identical operations: each sends `bytes` from the rank asked about
-/// and at most `max_bytes` from any rank of the group.
+/// and at most `max_bytes` from any rank of the group. `copy_bytes`: the
+/// device-memory traffic (read plus written) of packing and unpacking around
+/// each, on the busiest rank: 2 x (its block before + its block after) for an
+/// all-to-all, about 4 bytes per byte of the block; 0 for the ring passes,
+/// all-gathers and reduce-scatters, whose blocks over T are contiguous.
 struct TrafficOp {
   OpKind kind = OpKind::all_to_all;
   std::size_t count = 1;
   std::size_t bytes = 0;
   std::size_t max_bytes = 0;
+  std::size_t copy_bytes = 0;
 };
 
 /// One layer's forward communication on one rank of an SP group.
@@ -109,15 +132,42 @@ struct LayerTraffic {
     for (const auto& o : ops) c += o.max_bytes > 0 ? o.count : 0;
     return c;
   }
+  /// Device-memory traffic of the copies around the layer's all-to-alls on
+  /// the busiest rank (each op's copy_bytes times its count).
+  std::size_t copy_bytes() const {
+    std::size_t b = 0;
+    for (const auto& o : ops) b = dsp::detail::checked_add(b, dsp::detail::checked_mul(o.count, o.copy_bytes));
+    return b;
+  }
 };
+
+namespace detail {
+/// Bytes of the largest block (rank 0's: dsp's partition gives the first
+/// ranks one more) of a tensor of extents `e` split along `dim` over `n`.
+template <std::size_t R>
+std::size_t largest_block_bytes(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t dim,
+                                std::size_t n) {
+  std::size_t b = elem_bytes;
+  for (std::size_t d = 0; d < R; ++d) b = dsp::detail::checked_mul(b, d == dim ? Partition{e[d], n}.count(0) : e[d]);
+  return b;
+}
+}  // namespace detail
 
 /// What rank `rank` of an SP group of `n` sends in one layer's forward pass
 /// under `s`, priced by dsp's cost model (transition_cost, redistribute_plan's
 /// cost, ring_pass_cost): exact for uneven partitions, and what a
 /// CountingCommunicator counts when the layer runs through dsp
-/// (examples/spatial_temporal tests that on every strategy). The backward pass
+/// (examples/spatial_temporal tests that on every strategy but
+/// Ulysses-OpenSora, whose ops are Ulysses' in more places). The backward pass
 /// sends the same (the adjoint of each switch, gather and reduce-scatter); a
 /// ring's backward passes dk and dv as well.
+///
+/// Ulysses-OpenSora, as Open-Sora 1.0's STDiT runs it: in the spatial and the
+/// temporal attention q, k and v go from T- to head-sharded in one all-to-all
+/// (three tensors' bytes) and the output back in another; in the
+/// cross-attention q goes and the output comes back (k and v of the text are
+/// split locally). 10 tensors in 6 all-to-alls, 10M(n-1)/n^2 on even shapes;
+/// 8 in 4 without a cross-attention.
 inline LayerTraffic layer_traffic(Strategy s, const LayerShape& l, std::size_t n, std::size_t rank) {
   if (l.heads == 0 || l.C % l.heads != 0)
     throw InvalidArgument("dsp::model: the hidden size " + std::to_string(l.C) + " is no multiple of the " +
@@ -125,17 +175,40 @@ inline LayerTraffic layer_traffic(Strategy s, const LayerShape& l, std::size_t n
   const std::array<std::size_t, 4> g4{l.B, l.T, l.S, l.C};
   const std::array<std::size_t, 5> g5{l.B, l.T, l.S, l.heads, l.C / l.heads};
   const std::size_t e = l.elem_bytes;
-  auto op = [](OpKind k, std::size_t count, auto cost) { return TrafficOp{k, count, cost.bytes, cost.max_bytes}; };
+  auto op = [](OpKind k, std::size_t count, auto cost) { return TrafficOp{k, count, cost.bytes, cost.max_bytes, 0}; };
+  // An all-to-all of `tensors` tensors at once, from a split of dim i to one of
+  // dim j, and the copies around it (0 when it sends nothing).
+  auto a2a = [&](std::size_t count, std::size_t tensors, auto cost, const auto& g, std::size_t i, std::size_t j) {
+    using dsp::detail::checked_mul;
+    TrafficOp o{OpKind::all_to_all, count, checked_mul(tensors, cost.bytes), checked_mul(tensors, cost.max_bytes), 0};
+    if (o.max_bytes > 0)
+      o.copy_bytes = checked_mul(
+          checked_mul(2, tensors),
+          dsp::detail::checked_add(detail::largest_block_bytes(g, e, i, n), detail::largest_block_bytes(g, e, j, n)));
+    return o;
+  };
   LayerTraffic t;
   switch (s) {
     case Strategy::dsp:
-      t.ops.push_back(op(OpKind::all_to_all, 1, transition_cost<Sharded<1>, Sharded<2>>(g4, e, n, rank)));
-      t.ops.push_back(op(OpKind::all_to_all, 1, transition_cost<Sharded<2>, Sharded<1>>(g4, e, n, rank)));
+      t.ops.push_back(a2a(1, 1, transition_cost<Sharded<1>, Sharded<2>>(g4, e, n, rank), g4, 1, 2));
+      t.ops.push_back(a2a(1, 1, transition_cost<Sharded<2>, Sharded<1>>(g4, e, n, rank), g4, 2, 1));
       break;
     case Strategy::ulysses:
-      t.ops.push_back(op(OpKind::all_to_all, 3, transition_cost<Sharded<1>, Sharded<3>>(g5, e, n, rank)));
-      t.ops.push_back(op(OpKind::all_to_all, 1, transition_cost<Sharded<3>, Sharded<1>>(g5, e, n, rank)));
+      t.ops.push_back(a2a(3, 1, transition_cost<Sharded<1>, Sharded<3>>(g5, e, n, rank), g5, 1, 3));
+      t.ops.push_back(a2a(1, 1, transition_cost<Sharded<3>, Sharded<1>>(g5, e, n, rank), g5, 3, 1));
       break;
+    case Strategy::ulysses_opensora: {
+      const auto to_heads = transition_cost<Sharded<1>, Sharded<3>>(g5, e, n, rank);
+      const auto back = transition_cost<Sharded<3>, Sharded<1>>(g5, e, n, rank);
+      // spatial and temporal attention: q, k, v in one all-to-all, the output in another
+      t.ops.push_back(a2a(2, 3, to_heads, g5, 1, 3));
+      t.ops.push_back(a2a(2, 1, back, g5, 3, 1));
+      if (l.cross_attention) {  // cross-attention: q, and the output back
+        t.ops.push_back(a2a(1, 1, to_heads, g5, 1, 3));
+        t.ops.push_back(a2a(1, 1, back, g5, 3, 1));
+      }
+      break;
+    }
     case Strategy::megatron_sp: {
       using ReduceScatterT = redistribute_plan<Partial<>, Sharded<1>, 4>;
       static_assert(ReduceScatterT::size() == 1 && ReduceScatterT::collectives() == 1, "one reduce-scatter");
@@ -185,6 +258,34 @@ inline Transformer model_preset(const std::string& name) {
   if (name == "720M" || name == "720m") return model_720m();
   if (name == "3B" || name == "3b") return model_3b();
   throw InvalidArgument("dsp::model: unknown model '" + name + "' (known: 720M, 3B)");
+}
+
+/// The layer's layout: `opensora`, Open-Sora's STDiT block (spatial, temporal
+/// and cross-attention to 120 text tokens, one MLP: 40 C^2 linear FLOPs per
+/// token), which the paper's code trains; or `a1`, the paper's appendix A.1
+/// (a spatial and a temporal block, each an attention and an MLP, no
+/// cross-attention: 48 C^2).
+enum class LayerLayout { opensora, a1 };
+
+/// "opensora", "a1": the names the CLI takes.
+inline const char* name(LayerLayout l) { return l == LayerLayout::a1 ? "a1" : "opensora"; }
+
+/// The layout called `s`, or InvalidArgument naming the known ones.
+inline LayerLayout parse_layer_layout(const std::string& s) {
+  if (s == "opensora") return LayerLayout::opensora;
+  if (s == "a1") return LayerLayout::a1;
+  throw InvalidArgument("dsp::model: unknown layer layout '" + s + "' (known: opensora, a1)");
+}
+
+/// `m` with its layers laid out as `l`: a1 sets no cross-attention and two
+/// MLPs, opensora 120 text tokens and one MLP.
+inline Transformer with_layout(Transformer m, LayerLayout l) {
+  if (l == LayerLayout::a1) {
+    m.cross_tokens = 0, m.mlps = 2;
+  } else {
+    m.cross_tokens = 120, m.mlps = 1;
+  }
+  return m;
 }
 
 /// One training step's data: `batch` samples per SP group, each T x S tokens,
@@ -253,7 +354,9 @@ inline double layer_comm_time(const Cluster& c, const Group& g, const LayerTraff
   for (const auto& o : t.ops) {
     const double b = double(o.max_bytes);
     switch (o.kind) {
-      case OpKind::all_to_all: s += double(o.count) * all_to_all_time(c, g, b); break;
+      case OpKind::all_to_all:  // the exchange, then the copies around it (they do not overlap)
+        s += double(o.count) * (all_to_all_time(c, g, b) + (b > 0 ? copy_time(c, double(o.copy_bytes)) : 0));
+        break;
       case OpKind::all_gather: s += double(o.count) * all_gather_time(c, g, b); break;
       case OpKind::reduce_scatter: s += double(o.count) * reduce_scatter_time(c, g, b); break;
       case OpKind::ring_pass: s += ring_pass_time(c, g, double(o.count) * b); break;  // the tensors travel together
@@ -283,10 +386,10 @@ inline void check_prediction_args(const Transformer& m, const Workload& w, int s
                           "MLP ratio or MLP count");
 }
 
-/// Why `strategy` cannot run on SP `sp` ("" when it can): Ulysses and
+/// Why `strategy` cannot run on SP `sp` ("" when it can): Ulysses (both) and
 /// Megatron-SP shard the heads over the SP group.
 inline std::string head_sharding_error(const Transformer& m, Strategy strategy, int sp) {
-  if (strategy != Strategy::ulysses && strategy != Strategy::megatron_sp) return "";
+  if (strategy == Strategy::dsp || strategy == Strategy::ring) return "";
   if (std::size_t(sp) > m.heads) return "SP " + std::to_string(sp) + " > " + std::to_string(m.heads) + " heads";
   if (m.heads % std::size_t(sp) != 0)
     return std::to_string(m.heads) + " heads do not divide over SP " + std::to_string(sp);
@@ -335,7 +438,8 @@ inline double memory_per_gpu(const Transformer& m, const Workload& w, Strategy s
     case Strategy::dsp:  // the switched tensor and the switch's send and receive buffers
       buffers = 3 * C * local_tokens;
       break;
-    case Strategy::ulysses:  // q, k, v and the output in head layout, beside their T-sharded selves
+    case Strategy::ulysses:           // q, k, v and the output in head layout, beside their T-sharded selves
+    case Strategy::ulysses_opensora:  // the same, one attention at a time
       buffers = 4 * C * local_tokens;
       break;
     case Strategy::ring:  // k and v of the block in flight and the next, dk and dv accumulators
@@ -356,7 +460,8 @@ inline double memory_per_gpu(const Transformer& m, const Workload& w, Strategy s
 ///
 /// Per layer: forward FLOPs x 3 (x 4 with recomputation) at the cluster's
 /// efficiency; the layer's SP traffic (layer_traffic, the busiest GPU) priced
-/// by the collective times, once forward, once backward and once more when
+/// by the collective times, each all-to-all with the copies around it
+/// (copy_time), once forward, once backward and once more when
 /// recomputing; a ring's backward passes twice the bytes (k, v and dk, dv),
 /// and each ring pass hides behind the temporal attention it feeds. The DP
 /// exchange: ZeRO-2's reduce-scatter of the bf16 gradients and all-gather of
@@ -384,7 +489,8 @@ inline Prediction predict(const Cluster& c, const Transformer& m, const Workload
       double(w.batch) * double(w.spatial) * double(Partition{w.temporal, std::size_t(sp)}.count(0));
   const double passes = w.recompute ? 4 : 3;  // FLOPs: forward, (recompute,) backward = 2 forwards
 
-  const LayerShape shape{w.batch, w.temporal, w.spatial, m.hidden, m.heads, w.elem_bytes, m.sub_blocks()};
+  const LayerShape shape{w.batch, w.temporal,   w.spatial,      m.hidden,
+                         m.heads, w.elem_bytes, m.sub_blocks(), m.cross_tokens ? 1u : 0u};
   const LayerTraffic t = layer_traffic(strategy, shape, std::size_t(sp), 0);
   for (const auto& o : t.ops)
     p.layer_bytes = dsp::detail::checked_add(p.layer_bytes, dsp::detail::checked_mul(o.count, o.max_bytes));
