@@ -159,6 +159,7 @@ struct DLManagedTensor {
 /// nothing). `keep` holds the memory (the array, or its DLPack capsule).
 struct Block {
   py::object array, keep;
+  bool torch_cpu = false;  // a torch tensor in host memory (read through its attributes)
   void* data = nullptr;
   std::vector<std::size_t> shape;
   const TypeInfo* type = nullptr;
@@ -234,7 +235,8 @@ Block dlpack_block(py::object x) {
 /// once, then kept: a torch tensor is read through its attributes, which
 /// costs about a fifth of a DLPack export).
 struct TorchTypes {
-  PyObject* tensor = nullptr;  // torch.Tensor, or nullptr: torch not imported yet
+  PyObject* tensor = nullptr;      // torch.Tensor, or nullptr: torch not imported yet
+  PyObject* from_numpy = nullptr;  // torch.from_numpy
   std::vector<std::pair<PyObject*, const TypeInfo*>> dtypes;
 };
 const TorchTypes& torch_types() {
@@ -246,6 +248,7 @@ const TorchTypes& torch_types() {
   py::module_ torch = modules["torch"];
   auto* n = new TorchTypes;  // kept for the process: holds Python objects, never destroyed as a static
   n->tensor = py::object(torch.attr("Tensor")).release().ptr();
+  n->from_numpy = py::object(torch.attr("from_numpy")).release().ptr();
   const std::pair<const char*, const TypeInfo*> names[] = {
       {"bool", type_of('b', 1)},    {"int8", type_of('i', 1)},      {"int16", type_of('i', 2)},
       {"int32", type_of('i', 4)},   {"int64", type_of('i', 8)},     {"uint8", type_of('u', 1)},
@@ -268,6 +271,7 @@ std::optional<Block> torch_block(py::handle x, const TorchTypes& tt) {
   if (!type) return std::nullopt;
   Block b;
   b.array = b.keep = py::reinterpret_borrow<py::object>(x);
+  b.torch_cpu = true;
   b.type = type;
   for (py::handle e : x.attr("shape")) b.shape.push_back(e.cast<std::size_t>());
   b.data = reinterpret_cast<void*>(x.attr("data_ptr")().cast<std::uintptr_t>());
@@ -330,12 +334,30 @@ py::array numpy_output(const py::dtype& dt, const std::vector<std::size_t>& shap
   return a;
 }
 
+/// numpy's dtype of an element type dsp moves (looked up once per type),
+/// or nullptr where numpy has none (bfloat16).
+const py::dtype* numpy_dtype_of(const TypeInfo* t) {
+  static std::map<const TypeInfo*, py::dtype*> known;  // kept for the process: holds Python objects
+  if (auto it = known.find(t); it != known.end()) return it->second;
+  py::dtype* d = std::string_view(t->py) == "bfloat16" ? nullptr : new py::dtype(std::string(t->py));
+  known.emplace(t, d);
+  return d;
+}
+
 /// A new array of `shape` like `x` (same kind, element type and device).
+/// A host torch tensor's output is a recycled numpy array seen through
+/// torch.from_numpy: the tensor's storage holds a reference to the array
+/// until the storage itself goes (every view, and autograd's saved tensors,
+/// keep it), so the pool's rule (an array only the pool references is idle)
+/// holds for it too, and a steady loop page-faults nothing.
 py::object empty_like(const Block& x, const std::vector<std::size_t>& shape) {
   py::tuple s(shape.size());
   for (std::size_t d = 0; d < shape.size(); ++d) s[d] = py::int_(shape[d]);
   if (py::isinstance<py::array>(x.array))
     return numpy_output(py::reinterpret_borrow<py::array>(x.array).dtype(), shape);
+  if (x.torch_cpu)
+    if (const py::dtype* d = numpy_dtype_of(x.type))
+      return py::reinterpret_borrow<py::object>(torch_types().from_numpy)(numpy_output(*d, shape));
   if (py::hasattr(x.array, "new_empty")) return x.array.attr("new_empty")(s);
   if (py::hasattr(x.array, "__array_namespace__"))
     return x.array.attr("__array_namespace__")().attr("empty")(s, py::arg("dtype") = x.array.attr("dtype"));

@@ -29,6 +29,29 @@ def test_torch_in_torch_out(comm):
     assert torch.equal(g, a)
 
 
+def test_outputs_recycled_only_when_idle(comm):
+    """A host tensor's output memory is handed out again only once nothing holds it: not while a view of it
+    lives, nor while autograd keeps it for a backward."""
+    a = torch.arange(float(np.prod(G))).reshape(G)
+    x, x2 = tblock(a, 1, comm), tblock(a * -3, 1, comm)
+    want = tblock(a, 2, comm)
+    y = dsp.switch(x, G, 1, 2, comm)
+    view = y[0]
+    w = torch.ones(want.shape, requires_grad=True)
+    z = (y * w).sum()  # autograd saves y for w's gradient
+    del y
+    for _ in range(12):  # more than the pool keeps
+        out = dsp.switch(x2, G, 1, 2, comm)
+        assert torch.equal(out, tblock(a * -3, 2, comm))
+    assert torch.equal(view, want[0])
+    z.backward()
+    assert torch.equal(w.grad, want)
+    # And once idle it is reused (the steady loop then page-faults nothing).
+    del view, z, w, out
+    p = dsp.switch(x, G, 1, 2, comm).data_ptr()
+    assert dsp.switch(x, G, 1, 2, comm).data_ptr() == p
+
+
 def test_no_copy_at_the_boundary(comm):
     # dsp reads the caller's memory: a view into a bigger tensor (contiguous) is taken as is.
     base = torch.zeros((3,) + tuple(dsp.local_shape(G, dsp.Sharded(1), comm)))
