@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -639,11 +640,11 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
   dsp::detail::BatchTypeText& types = x.types;
   std::uint64_t bytes = 0;
   for (const Block& b : r.in)
-    if (b.type) types.add(b.type->name, b.type->size), bytes += b.type->size;
+    if (b.type) types.add(b.type->py, b.type->size), bytes += b.type->size;  // numpy's names in messages
   const bool batch = r.in.size() > 1;
   const TypeInfo* t0 = r.in.empty() ? nullptr : r.in[0].type;
   f.type_hash = batch ? types.hash : t0 ? t0->hash : 0;
-  f.type_name = batch ? types.names : t0 ? t0->names : "";
+  f.type_name = batch ? types.names : t0 ? t0->py : "";
   f.elem_bytes = bytes;
   f.src_codes = r.from.data();
   f.mesh_axes = mesh ? std::uint32_t(r.axes) : 0;
@@ -843,6 +844,14 @@ void check_wire(int wire) {
 
 // ---------------------------------------------------------------- reshard and hdf5
 
+/// A signature's element type as C++ sets it, named as numpy names it (the
+/// agreement check's messages quote it).
+void set_type(dsp::detail::Signature& s, const TypeInfo& t) {
+  t.set_type(s);
+  std::memset(s.type, 0, sizeof s.type);
+  std::memcpy(s.type, t.py, std::min(std::strlen(t.py), sizeof s.type - 1));
+}
+
 /// An element type named by a dtype (numpy's, or torch's), and how to make
 /// an array of it.
 struct DType {
@@ -1002,7 +1011,7 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
   }
   dsp::detail::Signature sig;
   sig.op = static_cast<std::uint32_t>(Op::reshard);
-  if (type) type->set_type(sig);
+  if (type) set_type(sig, *type);
   sig.src_layout[0] = sig.dst_layout[0] = -1;
   sig.tensor_rank = global.size();
   dsp::detail::set_site(sig, std::source_location::current());
@@ -1073,7 +1082,7 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     io.type_text = text;
     dsp::detail::Signature& sig = io.sig;
     sig.op = static_cast<std::uint32_t>(save ? Op::hdf5_save : Op::hdf5_load);
-    if (b.type) b.type->set_type(sig);
+    if (b.type) set_type(sig, *b.type);
     dsp::detail::set_extents(sig, std::span<const std::size_t>(global.data(), std::min(global.size(), kMaxRank)));
     sig.mesh_axes = box.mesh_axes;
     for (std::size_t a = 0; a < codes.size() && a < kMaxAxes; ++a)
