@@ -3,7 +3,7 @@
 // on the other; docs/attention.md, "USP"). The ranks form a mesh {r, u}; q, k,
 // v [B, S, H, d] arrive with the sequence cut over axis 0, then each block
 // over axis 1. A Ulysses switch along axis 1 trades the inner sequence cut for
-// the heads (dsp::redistribute_axis<1, Sharded<2>>): rank (i, j) then holds
+// the heads (redistribute<Axes<Sharded<1>, Sharded<2>>>, one step on axis 1): rank (i, j) then holds
 // sequence block i of heads block j. Along axis 0 the k and v blocks then
 // pass around the ring (r - 1 passes, point to point on axis 0's
 // communicator: dsp has no ring primitive), each rank merging every block
