@@ -45,6 +45,7 @@
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <source_location>
 #include <span>
 #include <string>
@@ -448,24 +449,40 @@ struct Io {
   HostBlock host;
 };
 
+/// The way into a save or load: this process's turn at HDF5, exclusive use
+/// of the world communicator, the dataset path's parts, and the agreement
+/// (which raises on every rank before any file is touched); then the
+/// collective steps.
+template <class World>
+struct IoEntry {
+  const IoTurn turn;
+  dsp::detail::PortOf<World> port;
+  const dsp::detail::ExclusiveUse exclusive;
+  std::vector<std::string> parts;
+  std::optional<Steps> steps;  // only once the agreement passed: Steps touches HDF5's error stack
+  IoEntry(const World& world, const Io& io, const char* op, const std::string& file, const std::string& dataset,
+          std::string err)
+      : port(world), exclusive(port, op) {
+    if (err.empty() && !split_path(dataset, parts)) err = "the dataset path is empty";
+    agree_io(port, io.sig, file, dataset, turn, std::move(err));
+    steps.emplace(world.native(), op, file, dataset);
+  }
+};
+
 /// dsp::hdf5::save on bytes. Collective over `world` (the tensor's world
 /// communicator); `err`: this rank's own failure, found by the front end.
 template <class World>
 void save_io(const World& world, const Io& io, const std::string& file, const std::string& dataset, std::string err) {
-  const IoTurn turn;
-  dsp::detail::PortOf<World> port(world);
-  const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::save");
-  std::vector<std::string> parts;
-  if (err.empty() && !split_path(dataset, parts)) err = "the dataset path is empty";
-  agree_io(port, io.sig, file, dataset, turn, std::move(err));
+  IoEntry<World> e(world, io, "dsp::hdf5::save", file, dataset, std::move(err));
+  const std::vector<std::string>& parts = e.parts;
+  Steps& steps = *e.steps;
   const MPI_Comm comm = world.native();
-  Steps steps(comm, "dsp::hdf5::save", file, dataset);
-  const std::size_t n = std::size_t(port.size()), r = io.global.size();
+  const std::size_t n = std::size_t(e.port.size()), r = io.global.size();
   // Each distinct block is written by its lowest rank.
   std::vector<std::size_t> mine(2 * r), all(n * 2 * r);
   std::copy(io.off.begin(), io.off.end(), mine.begin());
   std::copy(io.cnt.begin(), io.cnt.end(), mine.begin() + std::ptrdiff_t(r));
-  port.control_all_gather(mine.data(), all.data(), mine.size() * sizeof(std::size_t));
+  e.port.control_all_gather(mine.data(), all.data(), mine.size() * sizeof(std::size_t));
   bool writer = true;
   for (int k = 0; k < steps.rank() && writer; ++k)
     writer = !std::equal(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(std::size_t(k) * 2 * r));
@@ -520,14 +537,10 @@ void save_io(const World& world, const Io& io, const std::string& file, const st
 /// dsp::hdf5::load on bytes. Collective over `world`; `err` as for save_io.
 template <class World>
 void load_io(const World& world, const Io& io, const std::string& file, const std::string& dataset, std::string err) {
-  const IoTurn turn;
-  dsp::detail::PortOf<World> port(world);
-  const dsp::detail::ExclusiveUse use(port, "dsp::hdf5::load");
-  std::vector<std::string> parts;
-  if (err.empty() && !split_path(dataset, parts)) err = "the dataset path is empty";
-  agree_io(port, io.sig, file, dataset, turn, std::move(err));
+  IoEntry<World> e(world, io, "dsp::hdf5::load", file, dataset, std::move(err));
+  const std::vector<std::string>& parts = e.parts;
+  Steps& steps = *e.steps;
   const MPI_Comm comm = world.native();
-  Steps steps(comm, "dsp::hdf5::load", file, dataset);
   int there = 0;
   if (steps.rank() == 0) there = ::access(file.c_str(), R_OK) == 0;
   MPI_Bcast(&there, 1, MPI_INT, 0, comm);
