@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 using namespace dsp_test;
 
@@ -91,6 +92,19 @@ TEST_CASE("hdf5: saved by all ranks, loaded on 1 to n ranks under other layouts 
     dsp::DistTensor<double, 3, Sharded<2>, Comm> back{world(), e};
     dsp::hdf5::load(file, "mesh/twice", back);
     CHECK(dsp::count_mismatches(back, [](const E3& g) { return u_of(g) * 2; }) == 0);
+  }
+  // Blocks<D>: run-time block sizes (an empty one among them) save and load.
+  {
+    std::vector<std::size_t> sizes(std::size_t(n), 0);
+    sizes[0] = 2, sizes[std::size_t(n) - 1] += 3;  // 5 rows of dim 1 over n ranks, the middle ones empty
+    dsp::DistTensor<double, 3, dsp::Blocks<1>, Comm> x{world(), e, sizes};
+    dsp::fill(x, [](const E3& g) { return u_of(g) * 3; });
+    dsp::hdf5::save(x, file, "blocks/u");
+    std::vector<std::size_t> other(std::size_t(n), 0);
+    other[std::size_t(n) - 1] = 5;  // everything on the last rank
+    dsp::DistTensor<double, 3, dsp::Blocks<1>, Comm> y{world(), e, other};
+    dsp::hdf5::load(file, "blocks/u", y);
+    CHECK(dsp::count_mismatches(y, [](const E3& g) { return u_of(g) * 3; }) == 0);
   }
   // Saving again into a dataset of the same extents and type replaces it.
   {

@@ -340,7 +340,8 @@ constexpr bool start_redistribute_ok() {
       return batch_redistribute_into_check<To, std::remove_cvref_t<XA>, std::remove_cvref_t<YA>>::value;
     return false;
   } else {
-    if constexpr (redistribute_ok<To, XA>()) return output_type_ok<YA, XA, relayout_t<XA, To>>();
+    if constexpr (redistribute_ok<To, XA>() && cut_form_ok<typename tensor_t<XA>::layout_type, To>())
+      return output_type_ok<YA, XA, relayout_t<XA, To>>();
     return false;
   }
 }

@@ -636,6 +636,9 @@ void save(const X& x, const std::string& file, const std::string& dataset,
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename X::layout_type>),
                   "dsp::hdf5::save: a Partial placement holds addends, not the tensor: reduce it first "
                   "(dsp::redistribute to Replicated or Sharded<D>), then save.");
+    static_assert(!is_zigzag_v<typename X::layout_type>,
+                  "dsp::hdf5::save: a Zigzag<D> block is two chunks of the dataset, which dsp::hdf5 does not write "
+                  "yet; redistribute to Sharded<D> (one exchange) first.");
     detail::TypedIo<X> t(x, dsp::detail::Op::hdf5_save, loc, true);
     detail::save_io(detail::world_of(x), t.io, file, dataset, "");
   }
@@ -653,6 +656,9 @@ void load(const std::string& file, const std::string& dataset, Y& y,
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename Y::layout_type>),
                   "dsp::hdf5::load: a Partial placement holds addends, not the tensor: load into Replicated or "
                   "Sharded<D>.");
+    static_assert(!is_zigzag_v<typename Y::layout_type>,
+                  "dsp::hdf5::load: a Zigzag<D> block is two chunks of the dataset, which dsp::hdf5 does not read into "
+                  "yet; redistribute to Sharded<D> (one exchange) first.");
     detail::TypedIo<Y> t(y, dsp::detail::Op::hdf5_load, loc, false);
     detail::load_io(detail::world_of(y), t.io, file, dataset, "");
   }

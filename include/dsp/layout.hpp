@@ -22,6 +22,44 @@ struct Sharded {
   static constexpr std::size_t dim = D;
 };
 
+/// Causal load balance along dim D: the dim is cut into 2N chunks by the
+/// Sharded rule (Partition{extent, 2N}) and rank r holds chunk r followed by
+/// chunk 2N-1-r, one contiguous block (so each rank has equal work under a
+/// causal mask). On a plain communicator; dsp::redistribute moves between it
+/// and Sharded, Blocks and Replicated in one exchange (docs/attention.md).
+template <std::size_t D>
+struct Zigzag {
+  static constexpr std::size_t dim = D;
+};
+
+/// Blocks along dim D whose sizes are given at run time, one per rank in
+/// rank order, summing to the extent (a DistTensor of this layout takes them
+/// at construction: whole documents per rank, or balanced work). On a plain
+/// communicator; dsp::redistribute moves between it and Sharded, Zigzag and
+/// Replicated in one exchange (docs/attention.md).
+template <std::size_t D>
+struct Blocks {
+  static constexpr std::size_t dim = D;
+};
+
+template <class L>
+struct is_zigzag : std::false_type {};
+template <std::size_t D>
+struct is_zigzag<Zigzag<D>> : std::true_type {};
+template <class L>
+inline constexpr bool is_zigzag_v = is_zigzag<L>::value;
+
+template <class L>
+struct is_blocks : std::false_type {};
+template <std::size_t D>
+struct is_blocks<Blocks<D>> : std::true_type {};
+template <class L>
+inline constexpr bool is_blocks_v = is_blocks<L>::value;
+
+/// Zigzag<D> or Blocks<D>: a placement whose blocks are not the Sharded rule's.
+template <class L>
+inline constexpr bool is_cut_v = is_zigzag_v<L> || is_blocks_v<L>;
+
 template <class L>
 struct is_sharded : std::false_type {};
 template <std::size_t D>
@@ -83,7 +121,7 @@ inline constexpr bool is_axes_v = is_axes<L>::value;
 /// rank R when it does not name a dim >= R.
 template <class L, std::size_t R>
 constexpr bool layout_fits() {
-  if constexpr (is_sharded_v<L>) return L::dim < R;
+  if constexpr (is_sharded_v<L> || is_cut_v<L>) return L::dim < R;
   else if constexpr (is_axes_v<L>)
     return []<class... P>(Axes<P...>*) { return (layout_fits<P, R>() && ...); }(static_cast<L*>(nullptr));
   else return is_replicated_v<L> || is_partial_v<L>;
@@ -117,17 +155,22 @@ constexpr Collective collective_for() {
 
 namespace detail {
 /// Integer code of a placement, exchanged between ranks and used by the mesh
-/// planner: D for Sharded<D>, -1 Replicated, -2 / -3 / -4 Partial<Sum / Max / Min>.
+/// planner: D for Sharded<D>, -1 Replicated, -2 / -3 / -4 Partial<Sum / Max /
+/// Min>, kZigzag - D for Zigzag<D> and kBlocks - D for Blocks<D> (never on a
+/// mesh: the planner does not see them).
 inline constexpr long kReplicated = -1, kPartialSum = -2, kPartialMax = -3, kPartialMin = -4;
+inline constexpr long kZigzag = -1000, kBlocks = -2000;
 template <class L>
 constexpr long layout_code() {
   if constexpr (is_replicated_v<L>) return kReplicated;
   else if constexpr (is_sharded_v<L>) return static_cast<long>(L::dim);
+  else if constexpr (is_zigzag_v<L>) return kZigzag - static_cast<long>(L::dim);
+  else if constexpr (is_blocks_v<L>) return kBlocks - static_cast<long>(L::dim);
   else if constexpr (std::is_same_v<L, Partial<Max>>) return kPartialMax;
   else if constexpr (std::is_same_v<L, Partial<Min>>) return kPartialMin;
   else return kPartialSum;
 }
-constexpr bool is_partial_code(long c) { return c <= kPartialSum; }
+constexpr bool is_partial_code(long c) { return c <= kPartialSum && c >= kPartialMin; }
 
 /// The placement codes of a layout: one per axis (Axes<...>), or one.
 template <class L>
@@ -146,6 +189,8 @@ inline constexpr auto codes_v = placement_codes<L>::value;
 /// A placement code (layout_code) as text: Sharded<d>, Replicated, Partial<...>.
 inline std::string layout_text(std::int64_t code) {
   if (code >= 0) return "Sharded<" + std::to_string(code) + ">";
+  if (code <= kBlocks) return "Blocks<" + std::to_string(kBlocks - code) + ">";
+  if (code <= kZigzag) return "Zigzag<" + std::to_string(kZigzag - code) + ">";
   if (code == kPartialSum) return "Partial<Sum>";
   if (code == kPartialMax) return "Partial<Max>";
   if (code == kPartialMin) return "Partial<Min>";

@@ -35,6 +35,65 @@ struct Partition {
 
 namespace detail {
 
+/// A range of global indices along one dim.
+struct Piece {
+  std::size_t offset = 0, count = 0;
+};
+
+/// How one dim is cut over the `parts` ranks of a group: each rank's block as
+/// one or two pieces of global indices, in the order the block holds them.
+/// `whole`: every rank holds the whole dim (Replicated); `even`: the Sharded
+/// rule; `zigzag`: chunks r and 2N-1-r of Partition{extent, 2N}; `blocks`:
+/// run-time sizes, `starts` the parts + 1 prefix offsets (0 ... extent).
+struct Cut {
+  enum class Kind : unsigned char { whole, even, zigzag, blocks };
+  Kind kind = Kind::whole;
+  std::size_t extent = 0, parts = 1;
+  const std::size_t* starts = nullptr;
+
+  /// Part r's pieces into `out`; returns how many (1 or 2).
+  constexpr std::size_t pieces(std::size_t r, Piece (&out)[2]) const noexcept {
+    switch (kind) {
+      case Kind::whole: out[0] = {0, extent}; return 1;
+      case Kind::even: {
+        const Partition p{extent, parts};
+        out[0] = {p.offset(r), p.count(r)};
+        return 1;
+      }
+      case Kind::zigzag: {
+        const Partition p{extent, 2 * parts};
+        const std::size_t s = 2 * parts - 1 - r;
+        out[0] = {p.offset(r), p.count(r)};
+        out[1] = {p.offset(s), p.count(s)};
+        return 2;
+      }
+      case Kind::blocks: out[0] = {starts[r], starts[r + 1] - starts[r]}; return 1;
+    }
+    return 0;
+  }
+  /// Number of indices part r holds.
+  constexpr std::size_t count(std::size_t r) const noexcept {
+    Piece p[2];
+    const std::size_t k = pieces(r, p);
+    return p[0].count + (k > 1 ? p[1].count : 0);
+  }
+  /// The local index along the dim of global index g, where part r holds it
+  /// (requires that it does).
+  constexpr std::size_t local(std::size_t r, std::size_t g) const noexcept {
+    Piece p[2];
+    const std::size_t k = pieces(r, p);
+    if (k > 1 && g >= p[1].offset && g < p[1].offset + p[1].count) return p[0].count + (g - p[1].offset);
+    return g - p[0].offset;
+  }
+};
+
+/// One side of a redistribution between cuts: the dim its placement cuts
+/// (any, for a whole one) and how.
+struct CutSide {
+  std::size_t dim = 0;
+  Cut cut;
+};
+
 /// A rank's block of one or more dims: offset and count per dim.
 template <std::size_t R>
 struct Box {

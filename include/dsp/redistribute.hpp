@@ -12,6 +12,7 @@
 
 #include <dsp/batch.hpp>
 #include <dsp/call/operate.hpp>
+#include <dsp/call/redistribute_cut.hpp>
 #include <dsp/comm/concepts.hpp>
 #include <dsp/cost.hpp>
 #include <dsp/layout.hpp>
@@ -41,7 +42,7 @@ constexpr bool is_complex_reduce_v = reduce_type_code<T>() == int(ReduceType::c6
 template <std::size_t K>
 constexpr bool has_partial(const std::array<long, K>& c) {
   for (long x : c)
-    if (x <= kPartialSum) return true;
+    if (is_partial_code(x)) return true;
   return false;
 }
 template <std::size_t K>
@@ -69,10 +70,19 @@ constexpr bool redistribute_ok() {
                     "placement per mesh axis.");
       if constexpr (!axes_ok) return false;
     } else {
-      static_assert(Placement<To>,
+      static_assert(Placement<To> || is_cut_v<To>,
                     "dsp::redistribute<To>: on a communicator, To is one placement: dsp::Replicated, "
-                    "dsp::Sharded<D> or dsp::Partial<Op>.");
-      if constexpr (!Placement<To>) return false;
+                    "dsp::Sharded<D>, dsp::Partial<Op>, dsp::Zigzag<D> or dsp::Blocks<D>.");
+      if constexpr (!Placement<To> && !is_cut_v<To>) return false;
+      else if constexpr (involves_cut_v<typename Xt::layout_type, To>) {
+        if constexpr (!layout_fits_v<To, Xt::rank>) {
+          static_assert(layout_fits_v<To, Xt::rank>,
+                        "dsp::redistribute<To>: To names a dim D that is not less than the tensor's rank.");
+          return false;
+        } else {
+          return cut_pair_ok<typename Xt::layout_type, To>();
+        }
+      }
     }
     constexpr bool fits = layout_fits_v<To, Xt::rank>;
     static_assert(fits,
@@ -142,7 +152,7 @@ void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_loc
 /// element types may differ), and no reduction in the plan.
 template <class To, class X>
 constexpr bool wire_redistribute_ok() {
-  if constexpr (redistribute_ok<To, X>()) {
+  if constexpr (redistribute_ok<To, X>() && cut_form_ok<typename tensor_t<X>::layout_type, To>()) {
     constexpr bool reduces = plan_reduces(plan_of<X, To>::plan);
     static_assert(!reduces,
                   "dsp::redistribute(x, wire): the plan has a reduction (a Partial placement); a reduction's sum "
@@ -179,7 +189,19 @@ auto redistribute(const X& x, std::source_location loc = std::source_location::c
   if constexpr (detail::redistribute_ok<To, X>()) {
     using Xt = detail::tensor_t<X>;
     using L = typename Xt::layout_type;
-    if constexpr (detail::is_primitive_step<To, X>()) {
+    if constexpr (detail::involves_cut_v<L, To>) {
+      static_assert(!is_blocks_v<To>,
+                    "dsp::redistribute<Blocks<D>>(x): the output's block sizes say where the blocks go; "
+                    "construct it (DistTensor{comm, extents, sizes}) and call dsp::redistribute<Blocks<D>>(x, y).");
+      if constexpr (!is_blocks_v<To>) {
+        using Y = detail::relayout_t<X, To>;
+        Y y = detail::allocate_cut_output<Y>(x, loc);
+        detail::recut_into<To>(x, y, loc);
+        return y;
+      } else {
+        return detail::Invalid{};
+      }
+    } else if constexpr (detail::is_primitive_step<To, X>()) {
       if constexpr (is_replicated_v<L>) return split<To::dim>(x);
       else if constexpr (is_replicated_v<To>) return gather(x, loc);
       else return dynamic_switch<To::dim>(x, loc);
@@ -201,7 +223,9 @@ void redistribute(const X& x, Y& y, std::source_location loc = std::source_locat
   if constexpr (detail::redistribute_ok<To, X>()) {
     if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>()) {
       using L = typename detail::tensor_t<X>::layout_type;
-      if constexpr (detail::is_primitive_step<To, X>()) {
+      if constexpr (detail::involves_cut_v<L, To>) {
+        detail::recut_into<To>(x, y, loc);
+      } else if constexpr (detail::is_primitive_step<To, X>()) {
         if constexpr (is_replicated_v<L>) split<To::dim>(x, y);
         else if constexpr (is_replicated_v<To>) gather(x, y, loc);
         else dynamic_switch<To::dim>(x, y, loc);
@@ -249,7 +273,9 @@ namespace detail {
 /// redistribute<To>'s for its first tensor.
 template <class To, class... X>
 constexpr bool batch_redistribute_ok() {
-  if constexpr (batch_members_ok<X...>()) return redistribute_ok<To, batch_first_t<X...>>();
+  if constexpr (batch_members_ok<X...>())
+    return redistribute_ok<To, batch_first_t<X...>>() &&
+           cut_form_ok<typename tensor_t<batch_first_t<X...>>::layout_type, To>();
   return false;
 }
 

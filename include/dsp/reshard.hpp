@@ -55,7 +55,11 @@ constexpr bool reshard_ok() {
     constexpr bool spaces = std::is_same_v<typename X::memory_space, typename Parent::memory_space> &&
                             std::is_same_v<typename Y::memory_space, typename Parent::memory_space>;
     static_assert(spaces, "dsp::reshard: x, y and the parent communicator must use the same memory space.");
-    return same_type && same_rank && no_partial && spaces;
+    constexpr bool no_zigzag = !is_zigzag_v<typename X::layout_type> && !is_zigzag_v<typename Y::layout_type>;
+    static_assert(no_zigzag,
+                  "dsp::reshard: a Zigzag<D> block is two chunks, which reshard does not move yet; redistribute "
+                  "it to Sharded<D> on its group first (one exchange), or into Sharded<D> after.");
+    return same_type && same_rank && no_partial && spaces && no_zigzag;
   }
 }
 }  // namespace detail

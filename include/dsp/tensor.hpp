@@ -21,6 +21,7 @@
 #include <concepts>
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <source_location>
 #include <string>
@@ -145,15 +146,59 @@ constexpr bool layout_for_group() {
                   "(Replicated, Sharded<D> or Partial<Op>) per mesh axis.");
     if constexpr (is_axes_v<L>) {
       static_assert(L::size == G::axes, "dsp::DistTensor: Axes<...> must name exactly one placement per mesh axis.");
-      return L::size == G::axes;
+      constexpr bool no_cut = [] {
+        for (long c : placement_codes<L>::value)
+          if (c <= kZigzag) return false;
+        return true;
+      }();
+      static_assert(no_cut,
+                    "dsp::DistTensor: Zigzag<D> and Blocks<D> are placements of a plain communicator for now, not "
+                    "of a mesh axis; on a mesh, use the communicator of the axis (mesh.axis(a)) for that step.");
+      return L::size == G::axes && no_cut;
     }
     return false;
   } else {
-    static_assert(Placement<L>,
-                  "dsp::DistTensor: the layout must be dsp::Replicated, dsp::Sharded<D> or dsp::Partial<Op> over a "
-                  "communicator (dsp::Axes<...> needs a dsp::Mesh).");
-    return Placement<L>;
+    static_assert(Placement<L> || is_cut_v<L>,
+                  "dsp::DistTensor: the layout must be dsp::Replicated, dsp::Sharded<D>, dsp::Partial<Op>, "
+                  "dsp::Zigzag<D> or dsp::Blocks<D> over a communicator (dsp::Axes<...> needs a dsp::Mesh).");
+    return Placement<L> || is_cut_v<L>;
   }
+}
+
+/// Whether a code is Zigzag's or Blocks'.
+constexpr bool is_cut_code(long c) { return c <= kZigzag; }
+
+/// The sizes of a Blocks tensor's blocks and their prefix offsets (shared by
+/// the tensor's shallow copies).
+struct BlockSizes {
+  std::vector<std::size_t> sizes, starts;
+};
+struct NoBlockSizes {};
+
+/// Why `sizes` cannot be the block sizes of an extent `extent` over `parts`
+/// ranks, or "".
+inline std::string block_sizes_error(const std::vector<std::size_t>& sizes, std::size_t extent, std::size_t parts) {
+  if (sizes.size() != parts)
+    return "Blocks takes one size per rank: " + std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) +
+           " ranks";
+  std::size_t sum = 0;
+  for (std::size_t v : sizes) {
+    if (v > std::size_t(-1) - sum)
+      return "the Blocks sizes " + text(std::span<const std::size_t>(sizes)) + " sum past 2^64, not to the extent " +
+             std::to_string(extent);
+    sum += v;
+  }
+  if (sum != extent)
+    return "the Blocks sizes " + text(std::span<const std::size_t>(sizes)) + " sum to " + std::to_string(sum) +
+           ", not to the extent " + std::to_string(extent);
+  return "";
+}
+
+/// A 64-bit hash of block sizes (the agreement compares it).
+inline std::uint64_t block_sizes_hash(const std::vector<std::size_t>& sizes) {
+  std::uint64_t h = 1469598103934665603ull ^ sizes.size();
+  for (std::size_t v : sizes) h = (h ^ v) * 1099511628211ull, h ^= h >> 29;
+  return h;
 }
 
 template <class T, std::size_t R>
@@ -250,7 +295,42 @@ class DistTensor {
   DistTensor(const Comm& comm, Extents<Rank> global)
       : comm_(comm), global_(checked(global.values)),
         local_(detail::allocate_view<view_type>("dsp::DistTensor", local_extents(), true,
-                                                std::make_index_sequence<Rank>{})) {}
+                                                std::make_index_sequence<Rank>{})) {
+    static_assert(!is_blocks_v<L>,
+                  "dsp::DistTensor: a Blocks<D> tensor takes its block sizes: DistTensor{comm, extents, sizes}, "
+                  "sizes a std::vector<std::size_t> of one entry per rank summing to the extent of dim D.");
+  }
+
+  /// A Blocks<D> tensor: rank r's block holds `sizes[r]` indices of dim D, in
+  /// rank order (zero-initialized). Collective when agreement checks are on
+  /// (one small agreement): sizes that are not one per rank, do not sum to
+  /// the extent, or differ between ranks make every rank throw (the ranks at
+  /// fault an InvalidArgument, the others a MismatchError), allocating nothing.
+  DistTensor(const Comm& comm, Extents<Rank> global, std::vector<std::size_t> sizes,
+             std::source_location loc = std::source_location::current()) requires is_blocks_v<L>
+      : comm_(comm), global_(checked(global.values)) {
+    const auto& world = group_traits::world(comm_);
+    detail::ExclusiveUse use(world, "dsp::DistTensor construction");
+    std::string why = detail::block_sizes_error(sizes, global_[L::dim], std::size_t(world.size()));
+    if (!why.empty())
+      why = "dsp::DistTensor (rank " + std::to_string(world.rank()) + " of " + std::to_string(world.size()) +
+            "): " + why + " (layout " + layout_text() + ", global extents " + detail::text(global_) + ")";
+    detail::Signature sig = detail::make_signature<T>(detail::Op::construct, global_, 0, 0, loc);
+    set_layouts(sig, comm_);
+    for (std::size_t a = 0; a < kMaxAxes; ++a) sig.dst_layout[a] = sig.src_layout[a];
+    sig.tensor_rank = Rank;
+    sig.arg = static_cast<std::int64_t>(detail::block_sizes_hash(sizes));
+    if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);
+    auto c = world;
+    detail::agree(c, sig, why);
+    auto b = std::make_shared<detail::BlockSizes>();
+    b->starts.assign(1, 0);
+    for (std::size_t v : sizes) b->starts.push_back(b->starts.back() + v);
+    b->sizes = std::move(sizes);
+    sizes_ = std::move(b);
+    local_ =
+        detail::allocate_view<view_type>("dsp::DistTensor", local_extents(), true, std::make_index_sequence<Rank>{});
+  }
 
   /// Wraps an existing block, sharing it: `local` must have exactly this
   /// rank's partition extents and be contiguous row-major: a LayoutRight view,
@@ -263,12 +343,19 @@ class DistTensor {
   DistTensor(const Comm& comm, Extents<Rank> global, const V& local,
              std::source_location loc = std::source_location::current())
       : comm_(comm), global_(global.values) {
-    if constexpr (wrappable<V>()) wrap(local, loc);
+    static_assert(!is_blocks_v<L>,
+                  "dsp::DistTensor: wrapping a view as a Blocks<D> tensor is not offered yet; allocate it with "
+                  "DistTensor{comm, extents, sizes}.");
+    if constexpr (wrappable<V>() && !is_blocks_v<L>) wrap(local, loc);
   }
 
   /// Internal: a block already known to fit.
   DistTensor(detail::unchecked_t, const Comm& comm, const extents_type& global, view_type local)
       : comm_(comm), global_(global), local_(std::move(local)) {}
+  /// Internal: a Blocks block already known to fit, with its (agreed) sizes.
+  DistTensor(detail::unchecked_t, const Comm& comm, const extents_type& global, view_type local,
+             std::shared_ptr<const detail::BlockSizes> sizes) requires is_blocks_v<L>
+      : comm_(comm), global_(global), local_(std::move(local)), sizes_(std::move(sizes)) {}
 
   /// This rank's block: a contiguous LayoutRight Kokkos view. Throws
   /// UsageError when the tensor is the output of a split-phase operation not
@@ -283,15 +370,50 @@ class DistTensor {
   /// an operation is in flight.
   const view_type& unchecked_local() const noexcept { return local_; }
   const extents_type& global_extents() const noexcept { return global_; }
-  extents_type local_extents() const { return detail::box_of<L>(global_, comm_).count; }
-  /// Global index of local element (0, ..., 0).
-  extents_type local_offsets() const { return detail::box_of<L>(global_, comm_).offset; }
+  extents_type local_extents() const {
+    if constexpr (is_cut_v<L>) {
+      extents_type e = global_;
+      e[L::dim] = cut().count(std::size_t(comm_.rank()));
+      return e;
+    } else {
+      return detail::box_of<L>(global_, comm_).count;
+    }
+  }
+  /// Global index of local element (0, ..., 0). Under Zigzag<D> the block
+  /// holds two chunks of dim D: this is the first's offset (see pieces()).
+  extents_type local_offsets() const {
+    if constexpr (is_cut_v<L>) {
+      extents_type o{};
+      detail::Piece p[2];
+      cut().pieces(std::size_t(comm_.rank()), p);
+      o[L::dim] = p[0].offset;
+      return o;
+    } else {
+      return detail::box_of<L>(global_, comm_).offset;
+    }
+  }
+  /// Zigzag<D> and Blocks<D>: how dim D is cut over the communicator's ranks.
+  detail::Cut cut() const requires is_cut_v<L> {
+    detail::Cut c;
+    c.extent = global_[L::dim];
+    c.parts = std::size_t(comm_.size());
+    if constexpr (is_zigzag_v<L>) c.kind = detail::Cut::Kind::zigzag;
+    else {
+      c.kind = detail::Cut::Kind::blocks;
+      c.starts = sizes_->starts.data();
+    }
+    return c;
+  }
+  /// Blocks<D>: the block sizes along D, one per rank, as constructed.
+  const std::vector<std::size_t>& block_sizes() const requires is_blocks_v<L> { return sizes_->sizes; }
+  /// Internal: the shared block sizes of a Blocks<D> tensor.
+  const auto& shared_block_sizes() const noexcept { return sizes_; }
   const Comm& communicator() const noexcept { return comm_; }
   std::size_t global_size() const { return detail::product(global_); }
   std::size_t local_size() const { return local_.size(); }
 
   /// Allocates an uninitialized tensor (internal: outputs that are fully overwritten).
-  static DistTensor uninitialized(const Comm& comm, const extents_type& global) {
+  static DistTensor uninitialized(const Comm& comm, const extents_type& global) requires(!is_cut_v<L>) {
     detail::require_kokkos("dsp::DistTensor");
     auto e = detail::box_of<L>(global, comm).count;
     return DistTensor(detail::unchecked_t{}, comm, global,
@@ -364,6 +486,9 @@ class DistTensor {
   Comm comm_;
   extents_type global_;
   view_type local_;
+  [[no_unique_address]] std::conditional_t<is_blocks_v<L>, std::shared_ptr<const detail::BlockSizes>,
+                                           detail::NoBlockSizes>
+      sizes_{};
 };
 
 }  // namespace dsp

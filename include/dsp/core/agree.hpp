@@ -499,6 +499,10 @@ struct SignatureField {
   for (const SignatureField& f : signature_fields()) {
     if (!field_differs(all, f)) continue;
     const bool groups = f.text == &arg_text && static_cast<Op>(a.op) == Op::make_groups;
+    const bool blocks = f.text == &arg_text && (a.src_layout[0] <= kBlocks || a.dst_layout[0] <= kBlocks);
+    if (blocks)
+      return "Blocks sizes disagree (each rank's sizes, hashed): " + field_list(all, f) +
+             "; every rank must pass the same sizes, one per rank";
     return std::string(groups ? "sequence-parallel sizes disagree" : f.what) + ": " + field_list(all, f);
   }
   return "";

@@ -10,6 +10,8 @@
 #include <dsp/core/agree.hpp>
 #include <dsp/core/exclusive.hpp>
 #include <dsp/core/port.hpp>
+#include <dsp/partition.hpp>
+#include <dsp/plan/boxes.hpp>
 #include <dsp/plan/mesh_plan.hpp>
 #include <dsp/plan/tasks.hpp>
 #include <dsp/wire.hpp>
@@ -229,11 +231,6 @@ template <class M>
 void execute_split(PortOn<M>& comm, std::span<const std::size_t> global, std::size_t d, const void* in, void* out,
                    std::size_t elem_bytes);
 
-/// A box of a tensor: offset and count per dim.
-struct RBox {
-  std::array<std::size_t, kMaxRank> off{}, cnt{};
-};
-
 /// What each rank of the parent says about itself.
 struct ReshardDesc {
   std::uint32_t has_x = 0, has_y = 0;
@@ -249,6 +246,22 @@ struct ReshardDesc {
 template <class M>
 void run_reshard(PortOn<M>& parent, Signature sig, std::string err, ReshardDesc desc, const void* x, void* y,
                  std::size_t elem_bytes);
+
+/// A redistribution on one communicator where a side is Zigzag or Blocks
+/// (engine/recut.hpp): the blocks, the element size, the global extents, and
+/// how each side cuts its dim.
+struct RecutArgs {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  std::size_t elem_bytes = 0;
+  std::span<const std::size_t> global;
+  CutSide from, to;
+};
+
+/// Runs a RecutArgs redistribution: plan, agreement (`sig`, `err` a local
+/// failure), one exchange. Collective over `port`.
+template <class M>
+void run_recut(PortOn<M>& port, Signature sig, std::string err, const RecutArgs& a);
 
 struct RootArgs {
   const void* in = nullptr;  // the whole tensor, on the root only
@@ -302,6 +315,7 @@ extern template void run_from_root<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&
                                                       const RootArgs&);
 extern template void run_reshard<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string, ReshardDesc,
                                                     const void*, void*, std::size_t);
+extern template void run_recut<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string, const RecutArgs&);
 #endif
 
 }  // namespace dsp::detail

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// dsp: the typed front end of a redistribution on a plain communicator where
+// a side is Zigzag<D> or Blocks<D>: each side as a detail::Cut, the output
+// checked, the signature made, then the engine's run_recut (one agreement,
+// one exchange).
+#pragma once
+
+#include <dsp/call/operate.hpp>
+#include <dsp/core/agree.hpp>
+#include <dsp/core/port.hpp>
+#include <dsp/engine/api.hpp>
+#include <dsp/layout.hpp>
+#include <dsp/partition.hpp>
+#include <dsp/tensor.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <source_location>
+#include <string>
+#include <utility>
+
+#if DSP_ENGINE_DEFINITIONS
+#include <dsp/engine/recut.hpp>
+#endif
+
+namespace dsp::detail {
+
+/// Whether a redistribution from L to To involves Zigzag or Blocks.
+template <class L, class To>
+inline constexpr bool involves_cut_v = is_cut_v<L> || is_cut_v<To>;
+
+/// The forms of redistribute that do not take Zigzag and Blocks yet.
+template <class L, class To>
+constexpr bool cut_form_ok() {
+  static_assert(!involves_cut_v<L, To>,
+                "dsp::redistribute: Zigzag<D> and Blocks<D> move one tensor, exact and blocking, for now: "
+                "not in a dsp::batch, on a wire, or split-phase (dsp::start_redistribute).");
+  return !involves_cut_v<L, To>;
+}
+
+/// The rules of a redistribution with a cut side.
+template <class L, class To>
+constexpr bool cut_pair_ok() {
+  constexpr bool no_partial = !is_partial_v<L> && !is_partial_v<To>;
+  static_assert(no_partial,
+                "dsp::redistribute: between Partial and Zigzag or Blocks there is no one exchange; reduce first "
+                "(redistribute to Replicated or Sharded<D>), then move to Zigzag or Blocks.");
+  return no_partial;
+}
+
+/// How tensor t's layout L cuts its dim over t's communicator.
+template <class L, class X>
+CutSide cut_side(const X& t) {
+  const auto& g = t.global_extents();
+  const std::size_t n = std::size_t(t.communicator().size());
+  if constexpr (is_cut_v<L>) return CutSide{L::dim, t.cut()};
+  else if constexpr (is_sharded_v<L>) return CutSide{L::dim, Cut{Cut::Kind::even, g[L::dim], n, nullptr}};
+  else return CutSide{0, Cut{Cut::Kind::whole, g[0], n, nullptr}};
+}
+
+template <class X>
+std::uint64_t sizes_hash_of(const X& t) {
+  if constexpr (is_blocks_v<typename X::layout_type>) return block_sizes_hash(t.block_sizes());
+  else return 0;
+}
+
+/// The output of an allocating redistribution with a cut side: as
+/// allocate_output, for a Zigzag output too.
+template <class Y, class X>
+Y allocate_cut_output(const X& x, const std::source_location& loc) {
+  if constexpr (!is_cut_v<typename Y::layout_type>) {
+    return allocate_output<Y>(x, Op::redistribute, layout_code<typename Y::layout_type>(), loc);
+  } else {
+    const auto& c = x.communicator();
+    try {
+      require_kokkos(op_name(static_cast<std::uint32_t>(Op::redistribute)));
+      using V = typename Y::view_type;
+      const auto e = Y(unchecked_t{}, c, x.global_extents(), V()).local_extents();
+      V v = output_pool<V>(c).get(
+          e, [&] { return allocate_view<V>("dsp::DistTensor", e, false, std::make_index_sequence<Y::rank>{}); });
+      return Y(unchecked_t{}, c, x.global_extents(), std::move(v));
+    } catch (const UsageError&) {
+      throw;
+    } catch (const std::exception& e) {
+      PortOf<typename X::communicator_type> world(c);
+      allocation_failed(world, signature_of(Op::redistribute, x, layout_code<typename Y::layout_type>(), loc), e);
+    }
+  }
+}
+
+/// x (layout L) into y (layout To), both on one plain communicator.
+template <class To, class X, class Y>
+void recut_into(const X& x, Y& y, const std::source_location& loc) {
+  using L = typename X::layout_type;
+  using T = typename X::value_type;
+  using Comm = typename X::communicator_type;
+  Signature sig = make_signature<T>(Op::redistribute, x.global_extents(), layout_code<L>(), layout_code<To>(), loc);
+  sig.tensor_rank = X::rank;
+  sig.arg = static_cast<std::int64_t>(sizes_hash_of(x) ^ (sizes_hash_of(y) * 31));
+  std::string err = check_output(op_name(sig.op), x, y);
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
+  RecutArgs a;
+  a.src = x.unchecked_local().data();
+  a.dst = y.unchecked_local().data();
+  a.elem_bytes = sizeof(T);
+  a.global = x.global_extents();
+  a.from = cut_side<L>(x);
+  a.to = cut_side<To>(y);
+  PortOf<Comm> port(x.communicator());
+  run_recut<typename X::memory_space>(port, sig, std::move(err), a);
+}
+
+}  // namespace dsp::detail

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Zigzag<D> and Blocks<D> (docs/attention.md): the cut arithmetic, and
+// dsp::redistribute between them, Sharded and Replicated on a plain
+// communicator: exact against the serial reference for uneven extents,
+// extents below 2N and empty blocks, under the point-to-point and the packed
+// exchange; every element that must move sent once and nothing else (counted
+// bytes equal to the elements whose holder changes); the input untouched;
+// bad Blocks sizes an error on every rank.
+#include "helpers.hpp"
+
+#include <doctest/doctest.h>
+
+#include <dsp/comm/counting.hpp>
+#include <dsp/reshard.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace dsp_test;
+using dsp::Blocks;
+using dsp::Replicated;
+using dsp::Sharded;
+using dsp::Zigzag;
+
+namespace {
+
+using T = std::int32_t;
+using Counted = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+using E4 = std::array<std::size_t, 4>;
+
+std::size_t sum_all(std::size_t v) {
+  unsigned long long x = v, s = 0;
+  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return std::size_t(s);
+}
+
+T ref(const E4& g, const E4& e) { return value_at<T>(linear(g, e)); }
+
+/// Run-time sizes for Blocks over n ranks: uneven, with an empty block where
+/// n > 1, summing to `extent` (the same on every rank).
+std::vector<std::size_t> sizes_for(std::size_t extent, std::size_t n) {
+  std::vector<std::size_t> s(n, 0);
+  std::size_t left = extent;
+  for (std::size_t r = 0; r < n && left > 0; ++r) {
+    if (n > 1 && r == 1) continue;  // rank 1 holds nothing
+    const std::size_t take = r + 1 == n ? left : std::min(left, (extent * (r + 2)) / (2 * n) + 1);
+    s[r] = take, left -= take;
+  }
+  if (left) s[0] += left;
+  return s;
+}
+
+/// The rank whose block holds index g of the cut dim (-1: every rank).
+long holder(const dsp::detail::Cut& c, std::size_t g) {
+  if (c.kind == dsp::detail::Cut::Kind::whole) return -1;
+  for (std::size_t r = 0; r < c.parts; ++r) {
+    dsp::detail::Piece p[2];
+    const std::size_t k = c.pieces(r, p);
+    for (std::size_t i = 0; i < k; ++i)
+      if (g >= p[i].offset && g < p[i].offset + p[i].count) return long(r);
+  }
+  return -2;
+}
+
+/// The elements that must cross ranks from cut `a` of dim i to cut `b` of
+/// dim j: an element moves to every rank that wants it and does not hold it.
+std::size_t must_move(const E4& e, std::size_t i, const dsp::detail::Cut& a, std::size_t j, const dsp::detail::Cut& b) {
+  const std::size_t n = a.parts;
+  std::size_t total = 1;
+  for (std::size_t v : e) total *= v;
+  if (total == 0 || a.kind == dsp::detail::Cut::Kind::whole) return 0;
+  std::size_t moved = 0;
+  for (std::size_t gi = 0; gi < e[i]; ++gi)
+    for (std::size_t gj = 0; gj < e[j]; ++gj) {
+      if (i == j && gi != gj) continue;
+      const long s = holder(a, gi), r = holder(b, gj);
+      const std::size_t rest = total / e[i] / (i == j ? 1 : e[j]);
+      if (r == -1) moved += (n - 1) * rest;
+      else if (r != s) moved += rest;
+    }
+  return moved;
+}
+
+template <class L, class X>
+dsp::detail::CutSide side(const X& x) {
+  return dsp::detail::cut_side<L>(x);
+}
+
+/// x (layout From) to layout To: exact, x untouched, the bytes the minimum.
+template <class From, class To, class MakeX, class MakeY>
+void check_move(const E4& e, MakeX make_x, MakeY make_y, const char* what) {
+  CAPTURE(what);
+  const std::string shape = dsp::detail::text(std::span<const std::size_t>(e));
+  CAPTURE(shape);
+  auto x = make_x();
+  dsp::fill(x, [&](const E4& g) { return ref(g, e); });
+  auto y = make_y();
+  Counted c = x.communicator();
+  c.reset();
+  dsp::redistribute<To>(x, y);
+  CHECK(sum_all(dsp::count_mismatches(y, [&](const E4& g) { return ref(g, e); })) == 0);
+  CHECK(sum_all(dsp::count_mismatches(x, [&](const E4& g) { return ref(g, e); })) == 0);
+  const auto a = side<From>(x), b = side<To>(y);
+  CHECK(sum_all(c.counts().bytes_sent) == must_move(e, a.dim, a.cut, b.dim, b.cut) * sizeof(T));
+}
+
+}  // namespace
+
+TEST_CASE("Zigzag's cut: chunks r and 2N-1-r of the 2N-chunk rule, the extent covered once") {
+  for (std::size_t n = 1; n <= 6; ++n)
+    for (std::size_t extent = 0; extent <= 3 * n + 2; ++extent) {
+      const dsp::detail::Cut c{dsp::detail::Cut::Kind::zigzag, extent, n, nullptr};
+      const dsp::Partition chunks{extent, 2 * n};
+      std::vector<int> seen(extent, 0);
+      for (std::size_t r = 0; r < n; ++r) {
+        dsp::detail::Piece p[2];
+        REQUIRE(c.pieces(r, p) == 2);
+        CHECK(p[0].offset == chunks.offset(r));
+        CHECK(p[0].count == chunks.count(r));
+        CHECK(p[1].offset == chunks.offset(2 * n - 1 - r));
+        CHECK(p[1].count == chunks.count(2 * n - 1 - r));
+        CHECK(c.count(r) == p[0].count + p[1].count);
+        for (const auto& q : p)
+          for (std::size_t g = q.offset; g < q.offset + q.count; ++g) {
+            ++seen[g];
+            CHECK(holder(c, g) == long(r));
+          }
+      }
+      for (int s : seen) CHECK(s == 1);
+    }
+}
+
+TEST_CASE("Zigzag: a tensor's block, its extents and its global indices") {
+  const std::size_t n = std::size_t(world().size()), r = std::size_t(world().rank());
+  const E4 e{2, 2 * n + 3, 3, 2};
+  dsp::DistTensor<T, 4, Zigzag<1>, dsp::MpiCommunicator> x{world(), e};
+  const dsp::Partition chunks{e[1], 2 * n};
+  CHECK(x.local_extents()[1] == chunks.count(r) + chunks.count(2 * n - 1 - r));
+  CHECK(x.local_offsets()[1] == chunks.offset(r));
+  std::size_t second = 0;  // elements visited in the second chunk
+  dsp::for_each(x, [&](const E4& g, T) { second += g[1] >= chunks.offset(2 * n - 1 - r); });
+  CHECK(second == 2 * chunks.count(2 * n - 1 - r) * 3 * 2);
+}
+
+TEST_CASE("redistribute between Zigzag, Sharded, Blocks and Replicated: exact, at the fewest bytes") {
+  const std::size_t n = std::size_t(world().size());
+  Counted c{world()};
+  const std::vector<E4> shapes{{2, 2 * n, 3, 2}, {1, 4 * n + 3, 2 * n + 1, 3}, {2, 2 * n - 1, 5, 1}, {1, 1, 2, 3},
+                               {3, 0, 2, 2},     {1, 6 * n + 5, 4, 8},         {2, 13, n + 1, 2}};
+  for (const auto setting :
+       {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::alltoallv}) {
+    dsp::set_switch_algorithm(setting);
+    CAPTURE(dsp::to_string(setting));
+    for (const E4& e : shapes) {
+      using Z1 = dsp::DistTensor<T, 4, Zigzag<1>, Counted>;
+      using Z2 = dsp::DistTensor<T, 4, Zigzag<2>, Counted>;
+      using S1 = dsp::DistTensor<T, 4, Sharded<1>, Counted>;
+      using S2 = dsp::DistTensor<T, 4, Sharded<2>, Counted>;
+      using Rp = dsp::DistTensor<T, 4, Replicated, Counted>;
+      using B1 = dsp::DistTensor<T, 4, Blocks<1>, Counted>;
+      using B2 = dsp::DistTensor<T, 4, Blocks<2>, Counted>;
+      auto z1 = [&] { return Z1{c, e}; };
+      auto z2 = [&] { return Z2{c, e}; };
+      auto s1 = [&] { return S1{c, e}; };
+      auto s2 = [&] { return S2{c, e}; };
+      auto rp = [&] { return Rp{c, e}; };
+      auto b1 = [&] { return B1{c, e, sizes_for(e[1], n)}; };
+      auto b2 = [&] { return B2{c, e, sizes_for(e[2], n)}; };
+      check_move<Zigzag<1>, Sharded<2>>(e, z1, s2, "Zigzag<1> -> Sharded<2>");
+      check_move<Sharded<2>, Zigzag<1>>(e, s2, z1, "Sharded<2> -> Zigzag<1>");
+      check_move<Sharded<1>, Zigzag<1>>(e, s1, z1, "Sharded<1> -> Zigzag<1>");
+      check_move<Zigzag<1>, Sharded<1>>(e, z1, s1, "Zigzag<1> -> Sharded<1>");
+      check_move<Zigzag<1>, Zigzag<2>>(e, z1, z2, "Zigzag<1> -> Zigzag<2>");
+      check_move<Zigzag<1>, Replicated>(e, z1, rp, "Zigzag<1> -> Replicated");
+      check_move<Replicated, Zigzag<1>>(e, rp, z1, "Replicated -> Zigzag<1>");
+      check_move<Blocks<1>, Sharded<2>>(e, b1, s2, "Blocks<1> -> Sharded<2>");
+      check_move<Sharded<2>, Blocks<1>>(e, s2, b1, "Sharded<2> -> Blocks<1>");
+      check_move<Blocks<1>, Zigzag<1>>(e, b1, z1, "Blocks<1> -> Zigzag<1>");
+      check_move<Zigzag<1>, Blocks<1>>(e, z1, b1, "Zigzag<1> -> Blocks<1>");
+      check_move<Blocks<1>, Blocks<2>>(e, b1, b2, "Blocks<1> -> Blocks<2>");
+      check_move<Blocks<1>, Replicated>(e, b1, rp, "Blocks<1> -> Replicated");
+      check_move<Sharded<1>, Blocks<1>>(e, s1, b1, "Sharded<1> -> Blocks<1>");
+    }
+  }
+  dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+}
+
+TEST_CASE("redistribute<Zigzag<D>>(x) allocates its output; a round trip returns the tensor") {
+  const std::size_t n = std::size_t(world().size());
+  const E4 e{2, 3 * n + 1, 2 * n, 4};
+  dsp::DistTensor<T, 4, Sharded<2>, dsp::MpiCommunicator> x{world(), e};
+  dsp::fill(x, [&](const E4& g) { return ref(g, e); });
+  auto z = dsp::redistribute<Zigzag<1>>(x);
+  static_assert(std::is_same_v<decltype(z), dsp::DistTensor<T, 4, Zigzag<1>, dsp::MpiCommunicator>>);
+  CHECK(sum_all(dsp::count_mismatches(z, [&](const E4& g) { return ref(g, e); })) == 0);
+  auto back = dsp::redistribute<Sharded<2>>(z);
+  CHECK(sum_all(dsp::count_mismatches(back, [&](const E4& g) { return ref(g, e); })) == 0);
+  auto rep = dsp::redistribute<Replicated>(z);
+  CHECK(sum_all(dsp::count_mismatches(rep, [&](const E4& g) { return ref(g, e); })) == 0);
+}
+
+TEST_CASE("Blocks: sizes as constructed; bad or disagreeing sizes raise on every rank") {
+  const std::size_t n = std::size_t(world().size());
+  const int r = world().rank();
+  using B1 = dsp::DistTensor<T, 3, Blocks<1>, dsp::MpiCommunicator>;
+  const std::vector<std::size_t> good = sizes_for(10, n);
+  B1 x{world(), {2, 10, 3}, good};
+  CHECK(x.block_sizes() == good);
+  CHECK(x.local_extents()[1] == good[std::size_t(r)]);
+
+  // Sizes that do not sum to the extent: every rank raises, naming the sum.
+  std::vector<std::size_t> bad = good;
+  bad[0] += 1;
+  const std::string sum = error_of([&] { B1 y{world(), {2, 10, 3}, bad}; });
+  CHECK_MESSAGE(sum.find("sum to 11, not to the extent 10") != std::string::npos, sum);
+  // One size per rank.
+  std::vector<std::size_t> more = good;
+  more.push_back(0);
+  const std::string count = error_of([&] { B1 y{world(), {2, 10, 3}, more}; });
+  CHECK(count.find("one size per rank") != std::string::npos);
+  // Ranks that disagree: every rank raises (a valid set on each rank).
+  if (n > 1) {
+    std::vector<std::size_t> mine = good;
+    if (r == 0) mine = std::vector<std::size_t>(n, 0), mine[n - 1] = 10;
+    const std::string dis = error_of([&] { B1 y{world(), {2, 10, 3}, mine}; });
+    CHECK(dis.find("Blocks sizes disagree") != std::string::npos);
+  }
+  // The communicator still works: the next call agrees.
+  dsp::DistTensor<T, 3, Sharded<2>, dsp::MpiCommunicator> s{world(), {2, 10, 3}};
+  dsp::fill(s, [](const std::array<std::size_t, 3>& g) { return T(g[0] * 100 + g[1] * 10 + g[2]); });
+  dsp::redistribute<Blocks<1>>(s, x);
+  CHECK(sum_all(dsp::count_mismatches(
+            x, [](const std::array<std::size_t, 3>& g) { return T(g[0] * 100 + g[1] * 10 + g[2]); })) == 0);
+}
+
+TEST_CASE("redistribute with a cut: a wrong output raises on every rank, nothing moves") {
+  const std::size_t n = std::size_t(world().size());
+  dsp::DistTensor<T, 3, Zigzag<1>, dsp::MpiCommunicator> x{world(), {2, 4 * n, 3}};
+  dsp::fill(x, [](const std::array<std::size_t, 3>& g) { return T(1 + g[1]); });
+  dsp::DistTensor<T, 3, Sharded<2>, dsp::MpiCommunicator> y{world(), {2, 4 * n + 1, 3}};
+  const std::string why = error_of([&] { dsp::redistribute<Sharded<2>>(x, y); });
+  CHECK(why.find("global extents") != std::string::npos);
+  CHECK(sum_all(dsp::count_mismatches(x, [](const std::array<std::size_t, 3>& g) { return T(1 + g[1]); })) == 0);
+}
+
+TEST_CASE("reshard from and to Blocks: one box per rank, between groups") {
+  const std::size_t n = std::size_t(world().size());
+  const int me = world().rank();
+  const std::array<std::size_t, 3> e{3, 11, 2};
+  auto val = [](const std::array<std::size_t, 3>& g) { return T(g[0] * 1000 + g[1] * 10 + g[2]); };
+  // x: Blocks<1> on every rank; y: Sharded<0> on the first ceil(n/2) ranks, then back into Blocks.
+  dsp::DistTensor<T, 3, Blocks<1>, dsp::MpiCommunicator> x{world(), e, sizes_for(e[1], n)};
+  dsp::fill(x, val);
+  const int k = int((n + 1) / 2);
+  dsp::MpiCommunicator half = world().split(me < k ? 0 : 1, me);
+  std::optional<dsp::DistTensor<T, 3, Sharded<0>, dsp::MpiCommunicator>> y;
+  if (me < k) y.emplace(half, e);
+  dsp::reshard(world(), &x, y ? &*y : nullptr);
+  if (y) CHECK(dsp::count_mismatches(*y, val) == 0);
+  std::vector<std::size_t> rev = sizes_for(e[1], n);
+  std::reverse(rev.begin(), rev.end());
+  dsp::DistTensor<T, 3, Blocks<1>, dsp::MpiCommunicator> z{world(), e, rev};
+  dsp::reshard(world(), y ? &*y : nullptr, &z);
+  CHECK(sum_all(dsp::count_mismatches(z, val)) == 0);
+}
