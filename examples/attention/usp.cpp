@@ -40,56 +40,6 @@ float input(int which, const G4& g) {
   return float(std::sin(0.03 * double(g[0] * 11 + g[1] * 5 + g[2] * 3 + g[3]) * double(which + 1) + which));
 }
 
-/// Online softmax state of this rank's queries: running max, sum and weighted values.
-struct Online {
-  std::size_t B, sq, h, d;
-  std::vector<double> top, sum, acc;
-  Online(std::size_t b, std::size_t s, std::size_t hh, std::size_t dd)
-      : B(b), sq(s), h(hh), d(dd), top(b * s * hh, -1e300), sum(b * s * hh, 0.0), acc(b * s * hh * dd, 0.0) {}
-  /// Merges the keys and values k, v (row-major [B, nk, h, d]) into the queries q.
-  template <class Q>
-  void merge(const Q& q, const float* kp, const float* vp, std::size_t nk) {
-    auto k = [&](std::size_t b, std::size_t j, std::size_t hh, std::size_t e) {
-      return kp[((b * nk + j) * h + hh) * d + e];
-    };
-    auto v = [&](std::size_t b, std::size_t j, std::size_t hh, std::size_t e) {
-      return vp[((b * nk + j) * h + hh) * d + e];
-    };
-    const double scale = 1.0 / std::sqrt(double(d));
-    std::vector<double> w(nk);
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < sq; ++i)
-        for (std::size_t hh = 0; hh < h; ++hh) {
-          const std::size_t at = (b * sq + i) * h + hh;
-          double m = top[at];
-          for (std::size_t j = 0; j < nk; ++j) {
-            double s = 0;
-            for (std::size_t e = 0; e < d; ++e) s += double(q(b, i, hh, e)) * double(k(b, j, hh, e));
-            m = std::max(m, w[j] = s * scale);
-          }
-          const double fade = std::exp(top[at] - m);  // rescale what was merged before
-          sum[at] *= fade;
-          for (std::size_t e = 0; e < d; ++e) acc[at * d + e] *= fade;
-          for (std::size_t j = 0; j < nk; ++j) {
-            const double p = std::exp(w[j] - m);
-            sum[at] += p;
-            for (std::size_t e = 0; e < d; ++e) acc[at * d + e] += p * double(v(b, j, hh, e));
-          }
-          top[at] = m;
-        }
-  }
-  template <class O>
-  void finish(const O& o) const {
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t i = 0; i < sq; ++i)
-        for (std::size_t hh = 0; hh < h; ++hh)
-          for (std::size_t e = 0; e < d; ++e) {
-            const std::size_t at = (b * sq + i) * h + hh;
-            o(b, i, hh, e) = float(acc[at * d + e] / sum[at]);
-          }
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,7 +85,7 @@ int main(int argc, char** argv) {
       Buffer kn(most), vn(most);
       kb.resize(most), vb.resize(most);
       std::size_t nk = s_i, ring_sent = 0;
-      Online state(B, s_i, h, d);
+      attention::Online state(B, s_i, h, d);
       for (int pass = 0; pass < r; ++pass) {
         state.merge(q.local(), kb.data(), vb.data(), nk);
         if (pass + 1 == r) break;
