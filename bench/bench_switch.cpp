@@ -449,6 +449,43 @@ void add_batch(std::size_t per_rank) {
   });
 }
 
+/// The Ulysses switch of an attention tensor [B, S, H, d] from the sequence
+/// to the heads, its sequence laid out as Zigzag (causal balance) and as
+/// run-time Blocks (the Sharded rule's sizes: the same bytes), against the
+/// Sharded switch of the same tensor; and back.
+void add_cut(const std::vector<std::size_t>& g) {
+  using E = std::array<std::size_t, 4>;
+  using S1 = dsp::DistTensor<float, 4, dsp::Sharded<1>, Comm>;
+  using S2 = dsp::DistTensor<float, 4, dsp::Sharded<2>, Comm>;
+  using Z1 = dsp::DistTensor<float, 4, dsp::Zigzag<1>, Comm>;
+  using B1 = dsp::DistTensor<float, 4, dsp::Blocks<1>, Comm>;
+  const int n = comm().size();
+  const E ext = to_array<4>(g);
+  std::vector<std::size_t> sizes;
+  for (int r = 0; r < n; ++r) sizes.push_back(dsp::Partition{ext[1], std::size_t(n)}.count(std::size_t(r)));
+  for (const bool back : {false, true}) {
+    const std::string group =
+        std::string("cut/") + shape_text(g) + (back ? "/2->1" : "/1->2") + "/np" + std::to_string(n);
+    const double bytes = double(S2(comm(), ext).local_size()) * sizeof(float);
+    references()[group] = "sharded";
+    add(group, "sharded", bytes, [=] {
+      auto a = std::make_shared<std::pair<S1, S2>>(S1(comm(), ext), S2(comm(), ext));
+      if (back) return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<1>>(a->second, a->first); });
+      return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<2>>(a->first, a->second); });
+    });
+    add(group, "zigzag", bytes, [=] {
+      auto a = std::make_shared<std::pair<Z1, S2>>(Z1(comm(), ext), S2(comm(), ext));
+      if (back) return std::function<void()>([a] { dsp::redistribute<dsp::Zigzag<1>>(a->second, a->first); });
+      return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<2>>(a->first, a->second); });
+    });
+    add(group, "blocks", bytes, [=] {
+      auto a = std::make_shared<std::pair<B1, S2>>(B1(comm(), ext, sizes), S2(comm(), ext));
+      if (back) return std::function<void()>([a] { dsp::redistribute<dsp::Blocks<1>>(a->second, a->first); });
+      return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<2>>(a->first, a->second); });
+    });
+  }
+}
+
 /// One switch on each low-precision wire against the float switch.
 void add_wire(std::size_t per_rank) {
   using X = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
@@ -554,6 +591,11 @@ int main(int argc, char** argv) {
                           std::size_t(16) << 20, std::size_t(64) << 20})
       add_batch(b);
     for (std::size_t b : {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20}) add_wire(b);
+    add_cut({1, 64, 4, 16});      // 16 KiB: the Sharded switch takes one MPI_Alltoall at 2 ranks
+    add_cut({1, 256, 8, 64});     // 512 KiB
+    add_cut({1, 2048, 16, 64});   // 8 MiB
+    add_cut({1, 8192, 32, 128});  // 128 MiB
+    add_cut({4, 1024, 16, 64});   // 16 MiB, a batch dim: 4 run patterns per peer
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

@@ -26,7 +26,7 @@ template void execute_split<Host>(PortOn<Host>&, std::span<const std::size_t>, s
                                   std::size_t);
 template void run_from_root<Host>(PortOn<Host>&, Signature, std::string, const RootArgs&);
 template void run_reshard<Host>(PortOn<Host>&, Signature, std::string, ReshardDesc, const void*, void*, std::size_t);
-template void run_recut<Host>(PortOn<Host>&, Signature, std::string, const RecutArgs&);
+template void run_recut<Host>(PortOn<Host>&, Signature, std::string, std::span<const RecutArgs>);
 
 template class PortOf<BasicSelfCommunicator<Host>, Host>;
 #ifdef DSP_COMPILED_WITH_MPI

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Checks of the partition and of every plan type (switch: alltoall,
 // alltoallv, pairwise/datatypes; gather: allgather, peer; scatter; split;
-// the packed switch of batches and wires),
+// the packed switch of batches and wires; the exchange between cuts:
+// Zigzag, Blocks, the Sharded rule, whole),
 // shared by the randomized property test (test_plan_property.cpp) and the
 // libFuzzer target (fuzz/fuzz_plan.cpp). The includer defines
 // DSP_PLAN_FAIL(message), which must not return (doctest's FAIL, or print and
@@ -18,6 +19,7 @@
 #endif
 #include <dsp/kernels/copy.hpp>
 #include <dsp/partition.hpp>
+#include <dsp/plan/cut.hpp>
 #include <dsp/plan/gather.hpp>
 #include <dsp/plan/switch.hpp>
 
@@ -888,8 +890,168 @@ void simulate_packed(const Ext& g, std::size_t i, std::size_t j, std::size_t n) 
 
 #endif
 
+/// The global linear indices of rank p's block under `side`, row-major.
+std::vector<std::size_t> cut_block(const Ext& g, const dsp::detail::CutSide& side, std::size_t p) {
+  dsp::detail::Piece pc[2];
+  const std::size_t k = side.cut.pieces(p, pc);
+  std::vector<std::size_t> along;  // the global indices of the cut dim, in the block's order
+  for (std::size_t q = 0; q < k; ++q)
+    for (std::size_t x = 0; x < pc[q].count; ++x) along.push_back(pc[q].offset + x);
+  Ext le = g;
+  le[side.dim] = along.size();
+  std::size_t total = 1;
+  for (auto e : le) total *= e;
+  std::vector<std::size_t> out(total);
+  Ext idx(g.size(), 0);
+  for (std::size_t e = 0; e < total; ++e) {
+    std::size_t lin = 0;
+    for (std::size_t d = 0; d < g.size(); ++d) lin = lin * g[d] + (d == side.dim ? along[idx[d]] : idx[d]);
+    out[e] = lin;
+    for (std::size_t d = g.size(); d-- > 0;) {
+      if (++idx[d] < le[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+/// The exchange from cut `a` to cut `b` of extents g over n ranks, in every
+/// mode, simulated index by index: every output element written once with
+/// the input element of its global index; the messages of both sides cut the
+/// same way (point to point); the elements moved between ranks the fewest
+/// (those whose holder changes).
+void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail::CutSide& b, std::size_t n) {
+  using namespace dsp::detail;
+  std::vector<std::vector<std::size_t>> in(n), want(n);
+  for (std::size_t p = 0; p < n; ++p)
+    in[p] = cut_block(g, a, a.cut.kind == Cut::Kind::whole ? 0 : p), want[p] = cut_block(g, b, p);
+  // The fewest: per rank, the output elements it did not hold.
+  std::size_t fewest = 0;
+  if (a.cut.kind != Cut::Kind::whole)
+    for (std::size_t p = 0; p < n; ++p) {
+      std::vector<std::size_t> mine = in[p];
+      std::sort(mine.begin(), mine.end());
+      for (std::size_t x : want[p]) fewest += !std::binary_search(mine.begin(), mine.end(), x);
+    }
+  for (const CutMode mode : {CutMode::packed, CutMode::peer, CutMode::typed}) {
+    PLAN_CONTEXT("cut exchange (mode " << int(mode) << ") dims " << a.dim << " -> " << b.dim << " kinds "
+                                       << int(a.cut.kind) << " -> " << int(b.cut.kind) << " of extents " << text(g)
+                                       << " over " << n << " ranks");
+    std::vector<CutPlan> plans;
+    for (std::size_t p = 0; p < n; ++p) plans.push_back(plan_cut(g, a, b, p, n, mode));
+    std::vector<std::vector<std::size_t>> res(n);
+    std::vector<std::vector<int>> written(n);
+    auto put = [&](std::size_t q, std::size_t d, std::size_t v) {
+      ENSURE(d < res[q].size());
+      res[q][d] = v;
+      ++written[q][d];
+    };
+    std::size_t moved = 0;
+    for (std::size_t p = 0; p < n; ++p) {
+      res[p].assign(want[p].size(), ~std::size_t(0));
+      written[p].assign(want[p].size(), 0);
+      moved += plans[p].moved;
+      for (const CopyTask& t : plans[p].self)
+        for (std::size_t e = 0; e < t.elems; ++e) {
+          ENSURE(at(t.src, e) < in[p].size());
+          put(p, at(t.dst, e), in[p][at(t.src, e)]);
+        }
+    }
+    ENSURE(moved == fewest);
+    if (mode == CutMode::packed) {
+      std::vector<std::vector<std::size_t>> sbuf(n), rbuf(n);
+      for (std::size_t p = 0; p < n; ++p) {
+        sbuf[p].assign(plans[p].send_elems, ~std::size_t(0));
+        rbuf[p].assign(plans[p].recv_elems, ~std::size_t(0));
+        ENSURE(plans[p].bound >= plans[p].send_elems);
+        ENSURE(plans[p].bound >= plans[p].recv_elems);
+        for (const CopyTask& t : plans[p].pack)
+          for (std::size_t e = 0; e < t.elems; ++e) sbuf[p].at(at(t.dst, e)) = in[p].at(at(t.src, e));
+      }
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t q = 0; q < n; ++q) {
+          if (a.cut.kind == Cut::Kind::whole) break;
+          const std::size_t c = plans[p].send_counts[q];
+          ENSURE(c == plans[q].recv_counts[p]);
+          const auto& src = plans[p].send_from_input ? in[p] : sbuf[p];
+          for (std::size_t e = 0; e < c; ++e) {
+            const std::size_t s = plans[p].send_displs[q] + e, d = plans[q].recv_displs[p] + e;
+            if (plans[q].recv_into_output) put(q, d, src.at(s));
+            else rbuf[q].at(d) = src.at(s);
+          }
+        }
+      for (std::size_t p = 0; p < n; ++p)
+        for (const CopyTask& t : plans[p].unpack)
+          for (std::size_t e = 0; e < t.elems; ++e) put(p, at(t.dst, e), rbuf[p].at(at(t.src, e)));
+    } else {
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t q = 0; q < n; ++q) {
+          // p's sends to q and q's receives from p, in list order: the same elements, the same messages.
+          std::vector<std::size_t> from, to, cuts_s, cuts_r;
+          for (const dsp::PeerRuns& r : plans[p].sends)
+            if (std::size_t(r.peer) == q) {
+              ENSURE(r.piece > 0 && r.elems % r.piece == 0);
+              for (std::size_t e = 0; e < r.elems; ++e) from.push_back(in[p].at(at(r.runs, e)));
+              for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_s.push_back(r.piece);
+            }
+          for (const dsp::PeerRuns& r : plans[q].recvs)
+            if (std::size_t(r.peer) == p) {
+              for (std::size_t e = 0; e < r.elems; ++e) to.push_back(at(r.runs, e));
+              for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_r.push_back(r.piece);
+            }
+          ENSURE(from.size() == to.size());
+          if (mode == CutMode::peer) ENSURE(cuts_s == cuts_r);
+          for (std::size_t e = 0; e < from.size(); ++e) put(q, to[e], from[e]);
+        }
+    }
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t k = 0; k < want[p].size(); ++k)
+        if (written[p][k] != 1 || res[p][k] != want[p][k])
+          PLAN_FAIL_MSG("rank " << p << " output element " << k << " written " << written[p][k] << " times, holds "
+                                << res[p][k] << ", wants " << want[p][k]);
+  }
+}
+
+/// Block sizes for Blocks over n ranks, summing to e: uneven, zeros among
+/// them, a function of (e, n) only.
+std::vector<std::size_t> cut_starts(std::size_t e, std::size_t n) {
+  std::vector<std::size_t> starts{0};
+  std::size_t left = e;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t take = r + 1 == n ? left : (r % 3 == 1 ? 0 : std::min(left, (e * 2 + r) / (n + 1)));
+    starts.push_back(starts.back() + take);
+    left -= take;
+  }
+  return starts;
+}
+
+/// The exchanges between every pair of cuts (Zigzag, Blocks, the Sharded
+/// rule, whole) of every pair of dims of extents g over n ranks.
+void check_cuts(const Ext& g, std::size_t n) {
+  using dsp::detail::Cut;
+  using dsp::detail::CutSide;
+  std::vector<std::vector<std::size_t>> starts;
+  for (std::size_t d = 0; d < g.size(); ++d) starts.push_back(cut_starts(g[d], n));
+  auto side = [&](std::size_t d, Cut::Kind k) {
+    return CutSide{d, Cut{k, g[d], n, k == Cut::Kind::blocks ? starts[d].data() : nullptr}};
+  };
+  const Cut::Kind kinds[] = {Cut::Kind::whole, Cut::Kind::even, Cut::Kind::zigzag, Cut::Kind::blocks};
+  std::size_t total = 1;
+  for (auto e : g) total *= e;
+  if (total > 20000) return;  // simulated element by element: small shapes only
+  for (std::size_t i = 0; i < g.size(); ++i)
+    for (std::size_t j = 0; j < g.size(); ++j)
+      for (Cut::Kind ki : kinds)
+        for (Cut::Kind kj : kinds) {
+          if ((ki == Cut::Kind::whole && i > 0) || (kj == Cut::Kind::whole && j > 0)) continue;  // one whole side
+          if (g.size() > 3 && j != i && j != (i + 1) % g.size()) continue;  // rank 4 and 5: neighbouring dims
+          simulate_cut(g, side(i, ki), side(j, kj), n);
+        }
+}
+
 /// Every gather, split, scatter and switch of extents g over n ranks, simulated.
 void check_small_shape(const Ext& g, std::size_t n) {
+  check_cuts(g, n);
   for (std::size_t i = 0; i < g.size(); ++i) {
     simulate_gather(g, i, n);
     simulate_split(g, i, n);

@@ -309,19 +309,21 @@ TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
   const std::array<std::size_t, 3> g{6, 5, 4}, other{6, 5, 5};
   T3<float, dsp::Sharded<0>> q{world(), g}, k{world(), g};
   fill(q), fill(k);
-  SUBCASE("extents of one tensor differ from the others") {
+  // Extents that differ within a batch move on a plain communicator (tests/test_cuts.cpp); on a wire
+  // they are refused.
+  SUBCASE("extents of one tensor differ from the others, on a wire") {
     T3<float, dsp::Sharded<0>> bad{world(), other};
     fill(bad);
-    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, bad)); });
-    CHECK(e.find("equal extents") != std::string::npos);
+    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, bad), dsp::Wire::bf16); });
+    CHECK(e.find("different extents moves on a plain communicator, exact") != std::string::npos);
     CHECK(count_wrong(bad) == 0);
   }
-  SUBCASE("only the last rank's batch mixes extents: the others are told an argument, not an output, is bad") {
+  SUBCASE("only the last rank's batch mixes extents: every rank is told the batch's extents disagree") {
     T3<float, dsp::Sharded<0>> w{world(), me == n - 1 ? other : g};
     fill(w);
     const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, k, w)); });
-    if (me == n - 1) CHECK(e.find("equal extents") != std::string::npos);
-    if (me != n - 1) CHECK(e.find("an argument is invalid") != std::string::npos);
+    if (n > 1) CHECK(e.find("the extents (or Blocks sizes) of the batch's tensors disagree") != std::string::npos);
+    if (n == 1) CHECK(e.empty());  // one rank: a batch of other extents, which moves
     CHECK(e.find("output tensor is invalid") == std::string::npos);
     CHECK(count_wrong(q) + count_wrong(k) + count_wrong(w) == 0);
   }

@@ -2,10 +2,10 @@
 // Zigzag<D> and Blocks<D> (docs/attention.md): the cut arithmetic, and
 // dsp::redistribute between them, Sharded and Replicated on a plain
 // communicator: exact against the serial reference for uneven extents,
-// extents below 2N and empty blocks, under the point-to-point and the packed
-// exchange; every element that must move sent once and nothing else (counted
-// bytes equal to the elements whose holder changes); the input untouched;
-// bad Blocks sizes an error on every rank.
+// extents below 2N and empty blocks, under the point-to-point, the typed
+// (MPI_Alltoallw, several run patterns per peer) and the packed exchange; every element that must move sent once and
+// nothing else (counted bytes equal to the elements whose holder changes); the input untouched; bad Blocks sizes an
+// error on every rank.
 #include "helpers.hpp"
 
 #include <doctest/doctest.h>
@@ -152,8 +152,8 @@ TEST_CASE("redistribute between Zigzag, Sharded, Blocks and Replicated: exact, a
   Counted c{world()};
   const std::vector<E4> shapes{{2, 2 * n, 3, 2}, {1, 4 * n + 3, 2 * n + 1, 3}, {2, 2 * n - 1, 5, 1}, {1, 1, 2, 3},
                                {3, 0, 2, 2},     {1, 6 * n + 5, 4, 8},         {2, 13, n + 1, 2}};
-  for (const auto setting :
-       {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::alltoallv}) {
+  for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::pairwise,
+                             dsp::SwitchAlgorithm::datatypes, dsp::SwitchAlgorithm::alltoallv}) {
     dsp::set_switch_algorithm(setting);
     CAPTURE(dsp::to_string(setting));
     for (const E4& e : shapes) {
@@ -267,4 +267,68 @@ TEST_CASE("reshard from and to Blocks: one box per rank, between groups") {
   dsp::DistTensor<T, 3, Blocks<1>, dsp::MpiCommunicator> z{world(), e, rev};
   dsp::reshard(world(), y ? &*y : nullptr, &z);
   CHECK(sum_all(dsp::count_mismatches(z, val)) == 0);
+}
+
+TEST_CASE("batches: Q with GQA's K and V (other extents) in one call, Zigzag or Sharded, any element types") {
+  const std::size_t n = std::size_t(world().size());
+  Counted c{world()};
+  const std::size_t B = 2, S = 4 * n + 3, H = 2 * n, Hkv = n > 1 ? n / 2 + 1 : 1, d = 3;
+  const E4 eq{B, S, H, d}, ekv{B, S, Hkv, d};
+  auto ref_of = [](const E4& e, int which) { return [e, which](const E4& g) { return ref(g, e) + T(which * 7); }; };
+  for (const auto setting :
+       {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::alltoallv}) {
+    dsp::set_switch_algorithm(setting);
+    CAPTURE(dsp::to_string(setting));
+    // Zigzag<1> -> Sharded<2>, allocating; then back into existing Zigzag tensors.
+    dsp::DistTensor<T, 4, Zigzag<1>, Counted> q{c, eq}, k{c, ekv}, v{c, ekv};
+    dsp::fill(q, ref_of(eq, 0)), dsp::fill(k, ref_of(ekv, 1)), dsp::fill(v, ref_of(ekv, 2));
+    c.reset();
+    auto [qh, kh, vh] = dsp::redistribute<Sharded<2>>(dsp::batch(q, k, v));
+    CHECK(sum_all(dsp::count_mismatches(qh, ref_of(eq, 0))) == 0);
+    CHECK(sum_all(dsp::count_mismatches(kh, ref_of(ekv, 1))) == 0);
+    CHECK(sum_all(dsp::count_mismatches(vh, ref_of(ekv, 2))) == 0);
+    CHECK(sum_all(dsp::count_mismatches(k, ref_of(ekv, 1))) == 0);  // the inputs untouched
+    const auto zq = side<Zigzag<1>>(q), zk = side<Zigzag<1>>(k), sq = side<Sharded<2>>(qh), sk = side<Sharded<2>>(kh);
+    const std::size_t fewest =
+        must_move(eq, zq.dim, zq.cut, sq.dim, sq.cut) + 2 * must_move(ekv, zk.dim, zk.cut, sk.dim, sk.cut);
+    CHECK(sum_all(c.counts().bytes_sent) == fewest * sizeof(T));
+    dsp::DistTensor<T, 4, Zigzag<1>, Counted> q2{c, eq}, k2{c, ekv}, v2{c, ekv};
+    dsp::redistribute<Zigzag<1>>(dsp::batch(qh, kh, vh), dsp::batch(q2, k2, v2));
+    CHECK(sum_all(dsp::count_mismatches(q2, ref_of(eq, 0)) + dsp::count_mismatches(k2, ref_of(ekv, 1)) +
+                  dsp::count_mismatches(v2, ref_of(ekv, 2))) == 0);
+    // Sharded<1> -> Sharded<2> of other extents and element types: dynamic_switch and redistribute.
+    dsp::DistTensor<T, 4, Sharded<1>, Counted> qs{c, eq};
+    dsp::DistTensor<double, 4, Sharded<1>, Counted> ks{c, ekv};
+    dsp::DistTensor<std::int16_t, 4, Sharded<1>, Counted> ms{c, {B, S, 1, 1}};  // 2-byte elements: sections aligned
+    dsp::fill(qs, ref_of(eq, 0)), dsp::fill(ks, ref_of(ekv, 1));
+    dsp::fill(ms, [](const E4& g) { return std::int16_t(g[0] * 100 + g[1]); });
+    auto [qs2, ks2, ms2] = dsp::dynamic_switch<2>(dsp::batch(qs, ks, ms));
+    CHECK(sum_all(dsp::count_mismatches(qs2, ref_of(eq, 0))) == 0);
+    CHECK(sum_all(dsp::count_mismatches(ks2, ref_of(ekv, 1))) == 0);
+    CHECK(sum_all(dsp::count_mismatches(ms2, [](const E4& g) { return std::int16_t(g[0] * 100 + g[1]); })) == 0);
+    auto [qs3, ks3, ms3] = dsp::redistribute<Sharded<1>>(dsp::batch(qs2, ks2, ms2));
+    CHECK(sum_all(dsp::count_mismatches(ks3, ref_of(ekv, 1))) == 0);
+    CHECK(sum_all(dsp::count_mismatches(ms3, [](const E4& g) { return std::int16_t(g[0] * 100 + g[1]); })) == 0);
+    // Blocks in a batch, into existing outputs.
+    dsp::DistTensor<T, 4, Blocks<1>, Counted> qb{c, eq, sizes_for(S, n)}, kb{c, ekv, sizes_for(S, n)};
+    dsp::redistribute<Blocks<1>>(dsp::batch(qh, kh), dsp::batch(qb, kb));
+    CHECK(sum_all(dsp::count_mismatches(qb, ref_of(eq, 0)) + dsp::count_mismatches(kb, ref_of(ekv, 1))) == 0);
+  }
+  dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+}
+
+TEST_CASE("batches of other extents: a wire, or ranks that disagree, raise on every rank") {
+  const int me = world().rank(), n = world().size();
+  using F = dsp::DistTensor<float, 3, Sharded<0>, dsp::MpiCommunicator>;
+  F q{world(), {6, 5, 4}}, k{world(), {6, 5, 2}};
+  dsp::fill(q, [](const std::array<std::size_t, 3>& g) { return float(g[0] + g[1] + g[2]); });
+  const std::string wire = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, k), dsp::Wire::bf16); });
+  CHECK(wire.find("different extents moves on a plain communicator, exact") != std::string::npos);
+  // Only the last rank's batch mixes extents: every rank raises, naming the batch's extents.
+  F w{world(), {6, 5, me == n - 1 ? std::size_t(2) : std::size_t(4)}};
+  const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, w)); });
+  if (n > 1) CHECK(e.find("the extents (or Blocks sizes) of the batch's tensors disagree") != std::string::npos);
+  if (n == 1) CHECK(e.empty());
+  CHECK(sum_all(dsp::count_mismatches(
+            q, [](const std::array<std::size_t, 3>& g) { return float(g[0] + g[1] + g[2]); })) == 0);
 }

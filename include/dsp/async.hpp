@@ -337,7 +337,9 @@ constexpr bool start_redistribute_ok() {
                   "dsp::start_redistribute / redistribute_each: pass two batches (dsp::batch(x...), dsp::batch(y...)) "
                   "or two tensors.");
     if constexpr (is_batch_v<std::remove_cvref_t<XA>> && is_batch_v<std::remove_cvref_t<YA>>)
-      return batch_redistribute_into_check<To, std::remove_cvref_t<XA>, std::remove_cvref_t<YA>>::value;
+      return batch_redistribute_into_check<To, std::remove_cvref_t<XA>, std::remove_cvref_t<YA>>::value &&
+             cut_form_ok<typename tensor_t<std::tuple_element_t<0, decltype(std::declval<XA&>().tensors)>>::layout_type,
+                         To>();
     return false;
   } else {
     if constexpr (redistribute_ok<To, XA>() && cut_form_ok<typename tensor_t<XA>::layout_type, To>())

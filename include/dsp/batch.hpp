@@ -19,6 +19,7 @@
 #pragma once
 
 #include <dsp/call/operate.hpp>
+#include <dsp/call/redistribute_cut.hpp>
 #include <dsp/layout.hpp>
 #include <dsp/primitives.hpp>
 #include <dsp/tensor.hpp>
@@ -122,6 +123,11 @@ struct batch_into_check<D, Batch<X...>, Batch<Y...>> {
 template <std::size_t D, class Xs, class Ys>
 void batch_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_location& loc) {
   constexpr std::size_t i = tensor_t<std::tuple_element_t<0, Xs>>::layout_type::dim;
+  // Tensors of different extents (Q with GQA's K and V): the exchange between cuts, which takes each
+  // tensor's extents (engine/recut.hpp).
+  if constexpr (std::tuple_size_v < Xs >> 1)
+    if (wire == Wire::exact && mixed_extents(xs))
+      return recut_batch_into<Sharded<D>>(Op::batch_switch, long(D), xs, ys, loc);
   static constexpr MeshPlan<1> plan = switch_plan(i, D);
   operate(Call<1>{.op = Op::batch_switch,
                   .plan = &plan,

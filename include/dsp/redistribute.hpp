@@ -139,6 +139,14 @@ template <class To, class Xs, class Ys, class W, std::size_t K>
 void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_location& loc, const MeshPlan<K>& plan) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using P = plan_of<X0, To>;
+  // A batch of tensors of different extents on a plain communicator: the exchange between cuts, which
+  // takes each tensor's extents (engine/recut.hpp).
+  if constexpr (!is_mesh_v<typename X0::communicator_type> && std::tuple_size_v < Xs >> 1 &&
+                Layout<typename X0::layout_type> && Layout<To>) {
+    bool exact = true;
+    if constexpr (std::is_same_v<W, Wire>) exact = wire == Wire::exact;
+    if (exact && mixed_extents(xs)) return recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs, ys, loc);
+  }
   operate(Call<K>{.op = Op::redistribute,
                   .plan = &plan,
                   .from = P::from,
@@ -273,9 +281,7 @@ namespace detail {
 /// redistribute<To>'s for its first tensor.
 template <class To, class... X>
 constexpr bool batch_redistribute_ok() {
-  if constexpr (batch_members_ok<X...>())
-    return redistribute_ok<To, batch_first_t<X...>>() &&
-           cut_form_ok<typename tensor_t<batch_first_t<X...>>::layout_type, To>();
+  if constexpr (batch_members_ok<X...>()) return redistribute_ok<To, batch_first_t<X...>>();
   return false;
 }
 
@@ -302,13 +308,30 @@ namespace detail {
 template <class To, class W, class... X>
 auto batch_redistribute(Batch<X...> xs, W wire, const std::source_location& loc) {
   using X0 = batch_first_t<X...>;
-  std::tuple<relayout_t<X, To>...> ys{std::apply(
-      [&](const auto&... x) {
-    return std::tuple<relayout_t<X, To>...>{allocate_output<relayout_t<X, To>>(x, Op::redistribute, 0, loc)...};
-      },
-      xs.tensors)};
-  redistribute_into<To>(xs.tensors, ys, wire, loc, plan_of<X0, To>::plan);
-  return ys;
+  if constexpr (involves_cut_v<typename tensor_t<X0>::layout_type, To>) {
+    static_assert(!is_blocks_v<To>,
+                  "dsp::redistribute<Blocks<D>>(batch(x...)): the outputs' block sizes say where the blocks go; "
+                  "construct them (DistTensor{comm, extents, sizes}) and pass batch(y...).");
+    if constexpr (!is_blocks_v<To>) {
+      std::tuple<relayout_t<X, To>...> ys{std::apply(
+          [&](const auto&... x) {
+        return std::tuple<relayout_t<X, To>...>{allocate_cut_output<relayout_t<X, To>>(x, loc)...};
+          },
+          xs.tensors)};
+      recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs.tensors, ys, loc);
+      return ys;
+    } else {
+      return Invalid{};
+    }
+  } else {
+    std::tuple<relayout_t<X, To>...> ys{std::apply(
+        [&](const auto&... x) {
+      return std::tuple<relayout_t<X, To>...>{allocate_output<relayout_t<X, To>>(x, Op::redistribute, 0, loc)...};
+        },
+        xs.tensors)};
+    redistribute_into<To>(xs.tensors, ys, wire, loc, plan_of<X0, To>::plan);
+    return ys;
+  }
 }
 template <class To, class... X>
 constexpr bool batch_wire_ok() {
@@ -345,7 +368,9 @@ template <class To, class... X, class... Y>
 void redistribute(Batch<X...> xs, Batch<Y...> ys, std::source_location loc = std::source_location::current()) {
   if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value) {
     using X0 = detail::batch_first_t<X...>;
-    detail::redistribute_into<To>(xs.tensors, ys.tensors, detail::NoWire{}, loc, detail::plan_of<X0, To>::plan);
+    if constexpr (detail::involves_cut_v<typename detail::tensor_t<X0>::layout_type, To>)
+      detail::recut_batch_into<To>(detail::Op::redistribute, detail::layout_code<To>(), xs.tensors, ys.tensors, loc);
+    else detail::redistribute_into<To>(xs.tensors, ys.tensors, detail::NoWire{}, loc, detail::plan_of<X0, To>::plan);
   }
 }
 

@@ -13,11 +13,13 @@
 #include <dsp/partition.hpp>
 #include <dsp/tensor.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <source_location>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #if DSP_ENGINE_DEFINITIONS
@@ -34,8 +36,8 @@ inline constexpr bool involves_cut_v = is_cut_v<L> || is_cut_v<To>;
 template <class L, class To>
 constexpr bool cut_form_ok() {
   static_assert(!involves_cut_v<L, To>,
-                "dsp::redistribute: Zigzag<D> and Blocks<D> move one tensor, exact and blocking, for now: "
-                "not in a dsp::batch, on a wire, or split-phase (dsp::start_redistribute).");
+                "dsp::redistribute: Zigzag<D> and Blocks<D> move exact and blocking, for now: not on a wire, "
+                "or split-phase (dsp::start_redistribute).");
   return !involves_cut_v<L, To>;
 }
 
@@ -89,6 +91,19 @@ Y allocate_cut_output(const X& x, const std::source_location& loc) {
   }
 }
 
+/// One tensor's part of a redistribution with a cut side: x (layout L) into y (layout To).
+template <class To, class X, class Y>
+RecutArgs recut_args(const X& x, Y& y) {
+  RecutArgs a;
+  a.src = x.unchecked_local().data();
+  a.dst = y.unchecked_local().data();
+  a.elem_bytes = sizeof(typename X::value_type);
+  a.global = x.global_extents();
+  a.from = cut_side<typename X::layout_type>(x);
+  a.to = cut_side<To>(y);
+  return a;
+}
+
 /// x (layout L) into y (layout To), both on one plain communicator.
 template <class To, class X, class Y>
 void recut_into(const X& x, Y& y, const std::source_location& loc) {
@@ -100,15 +115,72 @@ void recut_into(const X& x, Y& y, const std::source_location& loc) {
   sig.arg = static_cast<std::int64_t>(sizes_hash_of(x) ^ (sizes_hash_of(y) * 31));
   std::string err = check_output(op_name(sig.op), x, y);
   if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
-  RecutArgs a;
-  a.src = x.unchecked_local().data();
-  a.dst = y.unchecked_local().data();
-  a.elem_bytes = sizeof(T);
-  a.global = x.global_extents();
-  a.from = cut_side<L>(x);
-  a.to = cut_side<To>(y);
+  const RecutArgs a = recut_args<To>(x, y);
   PortOf<Comm> port(x.communicator());
-  run_recut<typename X::memory_space>(port, sig, std::move(err), a);
+  run_recut<typename X::memory_space>(port, sig, std::move(err), std::span<const RecutArgs>(&a, 1));
+}
+
+/// Whether the tensors of a batch (a tuple of references) differ in global extents.
+template <class Xs>
+bool mixed_extents(const Xs& xs) {
+  return std::apply(
+      [](const auto& x0, const auto&... x) { return ((x.global_extents() != x0.global_extents()) || ...); }, xs);
+}
+
+/// A batch xs into ys (tuples of references), each of layout To, on one
+/// plain communicator: one agreement (the element types, every tensor's
+/// extents and Blocks sizes in Signature::shapes), then one exchange (or each tensor's
+/// own, in turn, where each moves without copies). `op` and `dst` name the
+/// front end in the agreement.
+template <class To, class Xs, class Ys>
+void recut_batch_into(Op op, long dst, const Xs& xs, const Ys& ys, const std::source_location& loc) {
+  using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
+  using Comm = typename X0::communicator_type;
+  constexpr std::size_t n = std::tuple_size_v<Xs>;
+  const X0& x0 = std::get<0>(xs);
+  Signature sig = make_signature<typename X0::value_type>(op, x0.global_extents(),
+                                                          layout_code<typename X0::layout_type>(), dst, loc);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    set_types<typename tensor_t<std::tuple_element_t<I, Xs>>::value_type...>(sig);
+  }
+  (std::make_index_sequence<n>{});
+  sig.tensor_rank = X0::rank;
+  std::array<RecutArgs, n> items;
+  std::array<ByteRange, n> in, out;
+  std::string err;
+  ShapeHash h;
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    auto one = [&](const auto& x, auto& y, std::size_t k) {
+      items[k] = recut_args<To>(x, y);
+      in[k] = byte_range(x.unchecked_local()), out[k] = byte_range(y.unchecked_local());
+      h.add(std::span<const std::size_t>(x.global_extents()));
+      if (const std::uint64_t b = sizes_hash_of(x) ^ (sizes_hash_of(y) * 31)) h.add(b);
+      if (!err.empty()) return;
+      const std::string who =
+          std::string(op_name(std::uint32_t(op))) + " (rank " + std::to_string(x0.communicator().rank()) + ")";
+      if (!same_group(x.communicator(), x0.communicator()))
+        err = who + ": tensor " + std::to_string(k) + " of the batch lives on another communicator than tensor 0";
+      else if (y.global_extents() != x.global_extents() || !same_group(x.communicator(), y.communicator()))
+        err = output_error(op_name(std::uint32_t(op)), x.communicator().rank(), x.global_extents(), y.global_extents(),
+                           same_group(x.communicator(), y.communicator()), false, long(k));
+    };
+    (one(std::get<I>(xs), std::get<I>(ys), I), ...);
+  }
+  (std::make_index_sequence<n>{});
+  for (std::size_t k = 0; k < n && err.empty(); ++k)
+    for (std::size_t u = 0; u < n; ++u)
+      if (ranges_overlap(out[k], in[u]) || (u != k && ranges_overlap(out[k], out[u]))) {
+        err = std::string(op_name(std::uint32_t(op))) + " (rank " + std::to_string(x0.communicator().rank()) +
+              "): output " + std::to_string(k) + " shares memory with " +
+              (ranges_overlap(out[k], in[u]) ? "input " : "output ") + std::to_string(u) +
+              " of the batch; dsp does not work in place";
+        break;
+      }
+  sig.shapes = h.h;
+  sig.arg = op == Op::batch_switch ? long(n) : long(switch_algorithm());  // as the batch's other front ends
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
+  PortOf<Comm> port(x0.communicator());
+  run_recut<typename X0::memory_space>(port, sig, std::move(err), std::span<const RecutArgs>(items));
 }
 
 }  // namespace dsp::detail

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -124,6 +125,7 @@ struct MpiState {
   std::map<std::size_t, MPI_Datatype> types;
   MpiPending pending;                                          // reused by exchange_runs: no allocation once warm
   std::map<std::array<std::size_t, 3>, MPI_Datatype> strided;  // (runs, run bytes, stride bytes)
+  std::map<std::vector<long long>, MPI_Datatype> structs;      // several run patterns of one peer (struct_type)
   std::vector<int> w_counts, w_rcounts, w_sdispls, w_rdispls;  // reused by exchange_runs_typed
   std::vector<MPI_Datatype> w_stypes, w_rtypes;
 
@@ -136,6 +138,8 @@ struct MpiState {
     types.clear();
     for (auto& [key, t] : strided) MPI_Type_free(&t);
     strided.clear();
+    for (auto& [key, t] : structs) MPI_Type_free(&t);
+    structs.clear();
     if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);  // ours: a duplicate, or a split's result
   }
 
@@ -210,6 +214,32 @@ inline MPI_Datatype strided_type(MpiState& st, const PeerRuns& pr, std::size_t e
     MPI_Datatype t;
     DSP_CHECK_MPI(MPI_Type_create_hvector(static_cast<int>(key[0]), static_cast<int>(key[1]),
                                           static_cast<MPI_Aint>(key[2]), MPI_BYTE, &t));
+    return t;
+  });
+}
+
+/// One peer's chunk given as several run patterns (consecutive entries of
+/// one peer in an exchange's list), as one datatype: a struct of their
+/// strided types at their byte offsets from the first pattern's base
+/// (negative where a later pattern lies before it).
+inline MPI_Datatype struct_type(MpiState& st, std::span<const PeerRuns> runs, std::size_t elem) {
+  std::vector<long long> key;
+  key.reserve(runs.size() * 4);
+  for (const PeerRuns& pr : runs)
+    key.insert(key.end(),
+               {static_cast<long long>(pr.elems / pr.runs.len), static_cast<long long>(pr.runs.len * elem),
+                static_cast<long long>(pr.runs.stride * elem),
+                static_cast<long long>(pr.runs.base * elem) - static_cast<long long>(runs[0].runs.base * elem)});
+  return MpiState::committed(st.structs, key, [&] {
+    std::vector<int> ones(runs.size(), 1);
+    std::vector<MPI_Aint> at(runs.size());
+    std::vector<MPI_Datatype> parts(runs.size());
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      at[k] = static_cast<MPI_Aint>(key[4 * k + 3]);
+      parts[k] = strided_type(st, runs[k], elem);
+    }
+    MPI_Datatype t;
+    DSP_CHECK_MPI(MPI_Type_create_struct(static_cast<int>(runs.size()), ones.data(), at.data(), parts.data(), &t));
     return t;
   });
 }
@@ -409,9 +439,11 @@ class BasicMpiCommunicator {
   }
 
   /// The exchange of exchange_runs as one MPI_Alltoallw with a strided
-  /// datatype per peer: MPI packs and unpacks while it transfers. The caller
-  /// guarantees (from values equal on all ranks) that every byte offset and
-  /// run fits MPI's int. `local()` runs before the exchange.
+  /// datatype per peer: MPI packs and unpacks while it transfers. A peer may
+  /// have several consecutive entries (its chunk is their concatenation, as
+  /// in exchange_runs): one struct datatype of them. The caller guarantees
+  /// (from values equal on all ranks) that every byte offset and run fits
+  /// MPI's int. `local()` runs before the exchange.
   template <class Local>
   void exchange_runs_typed(const void* s, std::span<const PeerRuns> sends, void* r, std::span<const PeerRuns> recvs,
                            std::size_t elem, Local&& local) {
@@ -424,16 +456,19 @@ class BasicMpiCommunicator {
     st.w_rdispls.assign(n, 0);
     st.w_stypes.assign(n, MPI_BYTE);
     st.w_rtypes.assign(n, MPI_BYTE);
-    for (const auto& pr : sends) {
-      st.w_counts[pr.peer] = 1;
-      st.w_sdispls[pr.peer] = static_cast<int>(pr.runs.base * elem);
-      st.w_stypes[pr.peer] = detail::strided_type(st, pr, elem);
-    }
-    for (const auto& pr : recvs) {
-      st.w_rcounts[pr.peer] = 1;
-      st.w_rdispls[pr.peer] = static_cast<int>(pr.runs.base * elem);
-      st.w_rtypes[pr.peer] = detail::strided_type(st, pr, elem);
-    }
+    auto describe = [&](std::span<const PeerRuns> list, std::vector<int>& counts, std::vector<int>& displs,
+                        std::vector<MPI_Datatype>& types) {
+      for (std::size_t k = 0, e = 0; k < list.size(); k = e) {
+        for (e = k + 1; e < list.size() && list[e].peer == list[k].peer;) ++e;
+        const PeerRuns& pr = list[k];
+        counts[pr.peer] = 1;
+        displs[pr.peer] = static_cast<int>(pr.runs.base * elem);
+        types[pr.peer] =
+            e - k == 1 ? detail::strided_type(st, pr, elem) : detail::struct_type(st, list.subspan(k, e - k), elem);
+      }
+    };
+    describe(sends, st.w_counts, st.w_sdispls, st.w_stypes);
+    describe(recvs, st.w_rcounts, st.w_rdispls, st.w_rtypes);
     local();
     DSP_CHECK_MPI(MPI_Alltoallw(s, st.w_counts.data(), st.w_sdispls.data(), st.w_stypes.data(), r, st.w_rcounts.data(),
                                 st.w_rdispls.data(), st.w_rtypes.data(), st.comm));

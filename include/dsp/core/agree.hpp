@@ -160,7 +160,8 @@ struct Signature {
   std::int64_t src_layout[kMaxAxes] = {};  // placement codes (layout.hpp), one per mesh axis
   std::int64_t dst_layout[kMaxAxes] = {};
   std::int64_t root = -1;
-  std::int64_t arg = 0;  // an operation's own argument (make_parallel_groups: the sequence-parallel size)
+  std::int64_t arg = 0;      // an operation's own argument (make_parallel_groups: the sequence-parallel size)
+  std::uint64_t shapes = 0;  // a batch's every tensor's extents (and Blocks sizes), hashed (ShapeHash); 0: one tensor
   std::uint64_t comm_size = 0;
   std::uint32_t path = 0;  // the Path a rank resolved (0: none or not chosen)
   std::uint32_t wire = 0;  // dsp::Wire of a switch (0: exact)
@@ -233,6 +234,17 @@ void set_types(Signature& s) {
   s.elem_bytes = (sizeof(T) + ... + 0);
   std::memcpy(s.type, BatchTypes<T...>::value.names, sizeof s.type);
 }
+
+/// A hash of a batch's shapes, for Signature::shapes: add each tensor's
+/// extents in order (and its Blocks sizes' hash, where it has them).
+struct ShapeHash {
+  std::uint64_t h = 1469598103934665603ull;
+  void add(std::uint64_t v) { h = (h ^ v) * 1099511628211ull, h ^= h >> 29; }
+  void add(std::span<const std::size_t> e) {
+    add(e.size());
+    for (std::size_t v : e) add(v);
+  }
+};
 
 inline void set_extents(Signature& s, std::span<const std::size_t> e) {
   s.tensor_rank = e.size();
@@ -323,8 +335,8 @@ inline bool same_call(const Signature& a, const Signature& b) {
          same_n(a.mesh_shape, b.mesh_shape, axes) && a.tensor_rank == b.tensor_rank &&
          (a.type_hash ^ a.elem_bytes) == (b.type_hash ^ b.elem_bytes) && same_n(a.extents, b.extents, rank) &&
          same_n(a.src_layout, b.src_layout, placements) && same_n(a.dst_layout, b.dst_layout, placements) &&
-         a.root == b.root && a.arg == b.arg && a.wire == b.wire && a.path == b.path && a.site_hash == b.site_hash &&
-         a.planning == b.planning && a.mode == b.mode;
+         a.root == b.root && a.arg == b.arg && a.shapes == b.shapes && a.wire == b.wire && a.path == b.path &&
+         a.site_hash == b.site_hash && a.planning == b.planning && a.mode == b.mode;
 }
 
 /// What every rank sends in the agreement all-gather: small, because the
@@ -393,6 +405,7 @@ inline void hash_call(const Signature& s, std::uint64_t (&h)[2]) {
   for (std::size_t k = 0; k < placements; ++k) add(static_cast<std::uint64_t>(s.dst_layout[k]));
   add(static_cast<std::uint64_t>(s.root));
   add(static_cast<std::uint64_t>(s.arg));
+  add(s.shapes);
   add(s.wire);
   add(s.path);
   add(s.site_hash);
@@ -436,6 +449,8 @@ struct SignatureField {
        [](const Signature& s) { return std::string(s.type) + " (" + u64_text(s.elem_bytes) + " bytes)"; },
        [](const Signature& s) { return std::uint64_t(s.type_hash ^ s.elem_bytes); }},
       {"global extents disagree", extents_text},
+      {"the extents (or Blocks sizes) of the batch's tensors disagree",
+       [](const Signature& s) { return "hash " + u64_text(s.shapes); }, [](const Signature& s) { return s.shapes; }},
       {"input layouts disagree", [](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); }},
       {"target layouts disagree", [](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); }},
       {"root ranks disagree", [](const Signature& s) { return std::to_string(s.root); },

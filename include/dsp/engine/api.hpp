@@ -138,8 +138,8 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
     const TensorFacts& a = f.t[t];
     const std::string k = std::to_string(t);
     if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
-      return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch moves " +
-             "tensors of equal extents";
+      return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch of " +
+             "different extents moves on a plain communicator, exact (not on a mesh or a wire)";
     if (!a.same_group_as_first) {
       if (a.mesh_shape != f.t[0].mesh_shape) {
         auto shape = [&](const std::array<int, kMaxAxes>& m) {
@@ -258,10 +258,12 @@ struct RecutArgs {
   CutSide from, to;
 };
 
-/// Runs a RecutArgs redistribution: plan, agreement (`sig`, `err` a local
-/// failure), one exchange. Collective over `port`.
+/// Runs a redistribution of one tensor or a batch (items: one per tensor, a
+/// batch's of equal layouts, any extents): plan, agreement (`sig`, `err` a
+/// local failure), one exchange (or each tensor's own, in turn, where each
+/// moves without copies). Collective over `port`.
 template <class M>
-void run_recut(PortOn<M>& port, Signature sig, std::string err, const RecutArgs& a);
+void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const RecutArgs> items);
 
 struct RootArgs {
   const void* in = nullptr;  // the whole tensor, on the root only
@@ -315,7 +317,8 @@ extern template void run_from_root<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&
                                                       const RootArgs&);
 extern template void run_reshard<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string, ReshardDesc,
                                                     const void*, void*, std::size_t);
-extern template void run_recut<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string, const RecutArgs&);
+extern template void run_recut<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string,
+                                                  std::span<const RecutArgs>);
 #endif
 
 }  // namespace dsp::detail

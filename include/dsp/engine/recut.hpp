@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,8 +28,8 @@ namespace dsp::detail {
 /// The cut plans in use, by every value they depend on (Blocks' sizes
 /// included): a small cache of its own, emptied when it passes 64 plans. The
 /// last plan a thread used is found by comparing its key, without a lock.
-inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::size_t p, std::size_t n, bool can_peer,
-                                                      SwitchAlgorithm setting) {
+inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::size_t p, std::size_t n,
+                                                      Capabilities caps, SwitchAlgorithm setting, bool direct) {
   thread_local std::vector<std::size_t> key, last_key;
   thread_local std::shared_ptr<const CutPlan> last;
   key.clear();
@@ -38,7 +39,8 @@ inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::s
     key.push_back(std::size_t(s->cut.kind));
     if (s->cut.kind == Cut::Kind::blocks) key.insert(key.end(), s->cut.starts, s->cut.starts + n + 1);
   }
-  key.insert(key.end(), {a.global.size(), p, n, a.elem_bytes, std::size_t(can_peer), std::size_t(setting)});
+  key.insert(key.end(), {a.global.size(), p, n, a.elem_bytes, std::size_t(caps.peer) | std::size_t(caps.typed) << 1,
+                         std::size_t(setting), std::size_t(direct)});
   if (last && key == last_key) return last;
   static std::mutex m;
   static std::map<std::vector<std::size_t>, std::shared_ptr<const CutPlan>> plans;
@@ -49,8 +51,8 @@ inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::s
       return last = it->second;
     }
   }
-  const bool peer = cut_goes_peer(a.global, a.from, a.to, n, a.elem_bytes, can_peer, setting);
-  auto plan = std::make_shared<const CutPlan>(plan_cut(a.global, a.from, a.to, p, n, peer));
+  const CutMode mode = cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting);
+  auto plan = std::make_shared<const CutPlan>(plan_cut(a.global, a.from, a.to, p, n, mode, direct));
   {
     std::lock_guard lock(m);
     if (plans.size() >= 64) plans.clear();
@@ -60,41 +62,169 @@ inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::s
   return last = plan;
 }
 
-/// Runs a redistribution between cuts (engine/api.hpp). Collective over port.
+/// A batch's packed exchange: every tensor's section of each peer's chunk in
+/// turn, each at an offset aligned to its element size, counts in bytes;
+/// each tensor's pack and unpack tasks moved into its sections. Rebuilt per
+/// call into reused buffers (no allocation once warm).
+struct BatchSections {
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;  // bytes, rank order
+  std::vector<std::vector<CopyTask>> pack, unpack;                              // per tensor
+  std::size_t send_bytes = 0, recv_bytes = 0, bound = 0;
+};
+
+/// Tasks [first[q], end[q]) of `tasks` moved so that peer q's section (at
+/// `own[q]` elements in the tensor's own buffer) starts at byte `at[q]`.
+inline void rebase(const std::vector<CopyTask>& tasks, const std::vector<std::size_t>& first,
+                   const std::vector<std::size_t>& end, const std::vector<std::size_t>& own,
+                   const std::vector<std::size_t>& at, std::size_t eb, bool buffer_is_dst, std::vector<CopyTask>& out) {
+  out.clear();
+  for (std::size_t q = 0; q < first.size(); ++q)
+    for (std::size_t t = first[q]; t < end[q]; ++t) {
+      CopyTask c = tasks[t];
+      Runs& r = buffer_is_dst ? c.dst : c.src;
+      r.base = at[q] / eb + (r.base - own[q]);
+      out.push_back(c);
+    }
+}
+
+inline void batch_sections(std::span<const RecutArgs> items, std::span<const std::shared_ptr<const CutPlan>> plans,
+                           std::size_t n, BatchSections& b) {
+  b.send_counts.assign(n, 0), b.send_displs.assign(n, 0), b.recv_counts.assign(n, 0), b.recv_displs.assign(n, 0);
+  b.pack.resize(items.size()), b.unpack.resize(items.size());
+  thread_local std::vector<std::size_t> sat, rat;
+  auto align = [](std::size_t v, std::size_t a) { return (v + a - 1) / a * a; };
+  // A chunk's layout is the same on both sides of a pair: each section aligned to its element size
+  // from the chunk's start, and chunks start at multiples of every element size.
+  std::size_t unit = 1;
+  b.bound = 0;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const std::size_t eb = items[k].elem_bytes;
+    unit = std::lcm(unit, eb);
+    b.bound += plans[k]->bound * eb + eb;  // equal on every rank: each tensor's bound, its padding
+  }
+  b.bound += n * unit;
+  std::size_t so = 0, ro = 0;
+  for (std::size_t q = 0; q < n; ++q) {
+    so = align(so, unit), ro = align(ro, unit);
+    b.send_displs[q] = so, b.recv_displs[q] = ro;
+    std::size_t sc = 0, rc = 0;
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      const std::size_t eb = items[k].elem_bytes;
+      sc = align(sc, eb) + plans[k]->send_counts[q] * eb;
+      rc = align(rc, eb) + plans[k]->recv_counts[q] * eb;
+    }
+    b.send_counts[q] = sc, b.recv_counts[q] = rc;
+    so += sc, ro += rc;
+  }
+  b.send_bytes = so, b.recv_bytes = ro;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const std::size_t eb = items[k].elem_bytes;
+    sat.assign(n, 0), rat.assign(n, 0);
+    for (std::size_t q = 0; q < n; ++q) {  // this tensor's section of each chunk
+      std::size_t s = 0, r = 0;
+      for (std::size_t u = 0; u <= k; ++u) {
+        const std::size_t e = items[u].elem_bytes;
+        s = align(s, e), r = align(r, e);
+        if (u < k) s += plans[u]->send_counts[q] * e, r += plans[u]->recv_counts[q] * e;
+      }
+      sat[q] = b.send_displs[q] + s, rat[q] = b.recv_displs[q] + r;
+    }
+    const CutPlan& c = *plans[k];
+    rebase(c.pack, c.pack_first, c.pack_end, c.send_displs, sat, eb, true, b.pack[k]);
+    rebase(c.unpack, c.unpack_first, c.unpack_end, c.recv_displs, rat, eb, false, b.unpack[k]);
+  }
+}
+
+/// The exchange of one tensor's own plan (point to point or typed), its own
+/// part copied meanwhile.
 template <class M>
-void run_recut(PortOn<M>& port, Signature sig, std::string err, const RecutArgs& a) {
+void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
+  const auto exec = port.exec();
+  auto local = [&] {
+    copy_runs(exec, a.dst, a.src, a.elem_bytes, plan.self);
+    fence_after(port, exec);
+  };
+  if (product(a.global) == 0) return local();  // the same on every rank: none enters the typed collective
+  fence_before_transfer(port, exec);
+  if (plan.mode == CutMode::typed)
+    return port.exchange_runs_typed(a.src, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
+  port.exchange_runs(a.src, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
+}
+
+/// Runs a redistribution between cuts of one tensor or a batch (engine/api.hpp).
+/// Collective over port.
+template <class M>
+void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const RecutArgs> items) {
   ExclusiveUse use(port, op_name(sig.op));
   const std::size_t n = std::size_t(port.size()), p = std::size_t(port.rank());
   const SwitchAlgorithm setting = switch_algorithm();
-  const std::shared_ptr<const CutPlan> plan = prepare(port.rank(), sig, err, [&] {
-    auto pl = cached_cut_plan(a, p, n, capabilities_of(port).peer, setting);
-    if (!pl->peer && n > 1 && pl->bound > 0)
-      workspace<M>(port).reserve(pl->send_elems * a.elem_bytes, pl->recv_elems * a.elem_bytes);
-    return pl;
+  const Capabilities caps = capabilities_of(port);
+  const bool whole_in = items[0].from.cut.kind == Cut::Kind::whole;  // a batch shares its layouts
+  thread_local std::vector<std::shared_ptr<const CutPlan>> plans;
+  thread_local BatchSections sections;
+  plans.assign(items.size(), nullptr);
+  // A batch whose every tensor would move without copies on its own does so, in turn (two copies per
+  // byte saved); else one packed all-to-all-v of every tensor's sections.
+  bool separate = items.size() == 1;
+  const bool ok = prepare(port.rank(), sig, err, [&] {
+    if (!separate) {
+      separate = !whole_in;
+      for (const RecutArgs& a : items)
+        separate = separate && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting) != CutMode::packed;
+    }
+    for (std::size_t k = 0; k < items.size(); ++k)
+      plans[k] = separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
+                          : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
+    std::size_t sb = 0, rb = 0;
+    if (items.size() == 1 && plans[0]->mode == CutMode::packed)
+      sb = plans[0]->send_elems * items[0].elem_bytes, rb = plans[0]->recv_elems * items[0].elem_bytes;
+    if (!separate) {
+      batch_sections(items, plans, n, sections);
+      sb = sections.send_bytes, rb = sections.recv_bytes;
+    }
+    if (n > 1 && !whole_in && (sb || rb)) workspace<M>(port).reserve(sb, rb);
+    return true;
   });
-  if (plan)
-    sig.path = static_cast<std::uint32_t>(a.from.cut.kind == Cut::Kind::whole ? Path::identity
-                                          : plan->peer                        ? Path::pairwise
-                                                                              : Path::alltoallv);
+  if (ok) {
+    const CutMode mode = plans[0]->mode;
+    sig.path = static_cast<std::uint32_t>(whole_in                       ? Path::identity
+                                          : items.size() > 1 && separate ? Path::per_tensor
+                                          : mode == CutMode::peer        ? Path::pairwise
+                                          : mode == CutMode::typed       ? Path::datatypes
+                                                                         : Path::alltoallv);
+  }
   agree(port, sig, err);
   const auto exec = port.exec();
-  if (plan->peer) {
-    auto local = [&] {
-      copy_runs(exec, a.dst, a.src, a.elem_bytes, plan->self);
-      fence_after(port, exec);
-    };
-    if (product(a.global) == 0) return local();
-    fence_before_transfer(port, exec);
-    return port.exchange_runs(a.src, plan->sends, a.dst, plan->recvs, a.elem_bytes, local);
+  if (separate && plans[0]->mode != CutMode::packed) {
+    for (std::size_t k = 0; k < items.size(); ++k) exchange_one(port, *plans[k], items[k]);
+    return;
   }
-  copy_runs(exec, a.dst, a.src, a.elem_bytes, plan->self);
-  if (n > 1 && plan->bound > 0 && a.from.cut.kind != Cut::Kind::whole) {
-    const Workspace<M>& ws = workspace<M>(port);
-    copy_runs(exec, ws.send(), a.src, a.elem_bytes, plan->pack);
-    fence_before_transfer(port, exec);
-    port.all_to_all_v(ws.send(), plan->send_counts, plan->send_displs, ws.recv(), plan->recv_counts, plan->recv_displs,
-                      a.elem_bytes, plan->bound);
-    copy_runs(exec, a.dst, ws.recv(), a.elem_bytes, plan->unpack);
+  for (std::size_t k = 0; k < items.size(); ++k)
+    copy_runs(exec, items[k].dst, items[k].src, items[k].elem_bytes, plans[k]->self);
+  if (n > 1 && !whole_in) {
+    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
+    unsigned char* sbuf = ws ? ws->send() : nullptr;
+    unsigned char* rbuf = ws ? ws->recv() : nullptr;
+    if (items.size() == 1) {
+      const CutPlan& c = *plans[0];
+      const RecutArgs& a = items[0];
+      if (c.bound > 0) {
+        copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack);
+        fence_before_transfer(port, exec);
+        port.all_to_all_v(c.send_from_input ? a.src : sbuf, c.send_counts, c.send_displs,
+                          c.recv_into_output ? a.dst : static_cast<void*>(rbuf), c.recv_counts, c.recv_displs,
+                          a.elem_bytes, c.bound);
+        copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack);
+      }
+    } else if (sections.bound > 0) {
+      for (std::size_t k = 0; k < items.size(); ++k)
+        copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, sections.pack[k]);
+      fence_before_transfer(port, exec);
+      port.all_to_all_v(sbuf, sections.send_counts, sections.send_displs, rbuf, sections.recv_counts,
+                        sections.recv_displs, 1, sections.bound);
+      for (std::size_t k = 0; k < items.size(); ++k)
+        copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, sections.unpack[k]);
+    }
   }
   fence_after(port, exec);
 }

@@ -107,6 +107,11 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
     for (std::size_t a = 0; a < f.axes; ++a) s.dst_layout[a] = f.dst_codes[a];
   set_site(s, f.loc);
   s.arg = f.arg;
+  if (f.n > 1) {
+    ShapeHash h;
+    for (std::size_t k = 0; k < f.n; ++k) h.add(std::span<const std::size_t>(f.t[k].extents, f.tensor_rank));
+    s.shapes = h.h;
+  }
   s.wire = static_cast<std::uint32_t>(f.wire);
   if (f.error) {
     c.err = f.error;

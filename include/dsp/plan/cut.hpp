@@ -10,11 +10,13 @@
 
 #include <dsp/partition.hpp>
 #include <dsp/plan/boxes.hpp>
+#include <dsp/plan/switch.hpp>
 #include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <span>
 #include <vector>
@@ -47,19 +49,51 @@ inline SideBoxes side_boxes(std::span<const std::size_t> global, const CutSide& 
   return b;
 }
 
-/// The exchange, on one rank. `peer`: point-to-point messages straight
-/// between the blocks' runs (several per peer, in an order both sides
-/// share); else packed into one all-to-all-v. `self` copies what the rank
-/// keeps.
+/// How a cut exchange moves data: point-to-point messages straight between
+/// the blocks' runs (`peer`), the same runs as one typed collective in which
+/// the backend packs while it transfers (`typed`: MPI_Alltoallw), or packed
+/// into one all-to-all-v (`packed`).
+enum class CutMode : unsigned char { packed, peer, typed };
+
+/// The exchange, on one rank. `peer` and `typed`: the runs of each peer's
+/// parts (several entries per peer, in an order both sides share); `packed`:
+/// counts, displacements and the copy tasks into and out of the workspace.
+/// `self` copies what the rank keeps.
 struct CutPlan {
-  bool peer = false;
+  CutMode mode = CutMode::packed;
   std::vector<PeerRuns> sends, recvs;
   std::vector<CopyTask> self;
   std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
   std::vector<CopyTask> pack, unpack;
   std::size_t send_elems = 0, recv_elems = 0, bound = 0;
+  bool send_from_input = false, recv_into_output = false;  // packed: no copy where each peer's part is one run
+  // packed: each peer's pack and unpack tasks, [first[q], end[q]) (a batch rebases them into its sections)
+  std::vector<std::size_t> pack_first, pack_end, unpack_first, unpack_end;
   std::size_t moved = 0;  // elements this rank sends to others (the cost model)
 };
+
+/// A packed plan's side straight from (or into) the block: when every
+/// peer's part is one contiguous run of it (its tasks [first[q], end[q])
+/// contiguous and one after the other), the displacements point into the
+/// block and the copies go.
+/// `send`: the tasks' block side is their source.
+inline bool direct_side(std::vector<CopyTask>& tasks, const std::vector<std::size_t>& first,
+                        const std::vector<std::size_t>& end, const std::vector<std::size_t>& counts,
+                        std::vector<std::size_t>& displs, bool send) {
+  for (std::size_t q = 0; q < counts.size(); ++q) {
+    if (counts[q] == 0) continue;
+    std::size_t next = send ? tasks[first[q]].src.base : tasks[first[q]].dst.base;  // where the run must go on
+    for (std::size_t t = first[q]; t < end[q]; ++t) {
+      const Runs& r = send ? tasks[t].src : tasks[t].dst;
+      if ((r.len < tasks[t].elems && r.stride != r.len) || r.base != next) return false;
+      next += tasks[t].elems;
+    }
+  }
+  for (std::size_t q = 0; q < counts.size(); ++q)
+    if (counts[q] != 0) displs[q] = send ? tasks[first[q]].src.base : tasks[first[q]].dst.base;
+  tasks.clear();
+  return true;
+}
 
 /// The parts sender s gives receiver r (s != r), in the order both use:
 /// sender's pieces outer, receiver's inner. `f(part, s_block, r_block)`.
@@ -92,24 +126,46 @@ inline std::size_t min_cut_piece(std::span<const std::size_t> global, const CutS
   return best;
 }
 
-/// Whether the exchange goes point to point: for `setting` pairwise (where
-/// the backend can), or automatic with every message 256 KiB or more (the
-/// Sharded switch's threshold: docs/benchmarks.md). Else one all-to-all-v.
-inline bool cut_goes_peer(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n,
-                          std::size_t elem_bytes, bool can_peer, SwitchAlgorithm setting) {
-  if (!can_peer || n < 2) return false;
-  if (setting == SwitchAlgorithm::pairwise) return true;
-  if (setting != SwitchAlgorithm::automatic) return false;
-  return min_cut_piece(global, in, out, n) * elem_bytes >= (std::size_t(256) << 10);
+/// The largest block of either side, in elements: equal on every rank.
+inline std::size_t largest_cut_block(std::span<const std::size_t> global, const CutSide& in, const CutSide& out,
+                                     std::size_t n) {
+  auto block = [&](const CutSide& s, std::size_t r) {
+    return global[s.dim] == 0 ? 0 : product(global) / global[s.dim] * s.cut.count(r);
+  };
+  std::size_t most = 0;
+  for (std::size_t r = 0; r < n; ++r) most = std::max({most, block(in, r), block(out, r)});
+  return most;
+}
+
+/// How the exchange runs, from values equal on every rank, as the Sharded
+/// switch chooses (choose_switch): under `automatic`, point to point when
+/// every message is 256 KiB or more, the typed collective when every run is
+/// 256 bytes or more and every byte offset fits an int, else packed; a
+/// forced setting where the backend can (pairwise: peer, datatypes: typed),
+/// else packed.
+inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n,
+                        std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting) {
+  if (n < 2 || in.cut.kind == Cut::Kind::whole) return CutMode::packed;
+  const bool typed_ok = caps.typed && largest_cut_block(global, in, out, n) * elem_bytes <= std::size_t(INT_MAX);
+  if (setting == SwitchAlgorithm::pairwise) return caps.peer ? CutMode::peer : CutMode::packed;
+  if (setting == SwitchAlgorithm::datatypes) return typed_ok ? CutMode::typed : CutMode::packed;
+  if (setting != SwitchAlgorithm::automatic) return CutMode::packed;
+  const std::size_t piece = min_cut_piece(global, in, out, n) * elem_bytes;
+  if (caps.peer && piece >= (std::size_t(256) << 10)) return CutMode::peer;
+  if (typed_ok && piece >= 256) return CutMode::typed;
+  return CutMode::packed;
 }
 
 /// Rank p's plan of the exchange from `in` to `out` over n ranks.
+/// `direct`: a packed plan may send from the input and receive into the
+/// output (one tensor); a batch's plans keep their copies.
 inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t p,
-                        std::size_t n, bool peer) {
+                        std::size_t n, CutMode mode, bool direct = true) {
   const std::size_t R = global.size();
   const bool replicated_in = in.cut.kind == Cut::Kind::whole;
+  const bool peer = mode != CutMode::packed;  // run lists (point to point or typed)
   CutPlan plan;
-  plan.peer = peer;
+  plan.mode = mode;
   // What this rank keeps: from its own block (a replicated input holds all).
   {
     const SideBoxes a = side_boxes(global, in, replicated_in ? 0 : p), b = side_boxes(global, out, p);
@@ -125,9 +181,10 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
   }
   if (replicated_in || n < 2) return plan;
   std::vector<CopyTask> tasks;
+  std::vector<std::size_t> send_first(n, 0), send_end(n, 0), recv_first(n, 0), recv_end(n, 0);  // tasks per peer
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t to = (p + k) % n, from = (p + n - k) % n;
-    if (!peer) plan.send_displs[to] = plan.send_elems;
+    if (!peer) plan.send_displs[to] = plan.send_elems, send_first[to] = plan.pack.size();
     each_part(global, in, out, p, to, [&](const RBox& part, const RBox& sb, const RBox& rb) {
       const std::size_t e = box_elems(part, R);
       plan.moved += e;
@@ -141,7 +198,10 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
       box_tasks(sb, part, R, 0, true, tasks);
       for (const CopyTask& t : tasks) plan.sends.push_back({int(to), t.src, piece, t.elems});
     });
-    if (!peer) plan.recv_displs[from] = plan.recv_elems;
+    if (!peer) {
+      send_end[to] = plan.pack.size();
+      plan.recv_displs[from] = plan.recv_elems, recv_first[from] = plan.unpack.size();
+    }
     each_part(global, in, out, from, p, [&](const RBox& part, const RBox& sb, const RBox& rb) {
       if (!peer) {
         plan.recv_counts[from] += box_elems(part, R);
@@ -153,14 +213,23 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
       box_tasks(rb, part, R, 0, false, tasks);
       for (const CopyTask& t : tasks) plan.recvs.push_back({int(from), t.dst, piece, t.elems});
     });
+    if (!peer) recv_end[from] = plan.unpack.size();
   }
   if (!peer) {
-    // >= every count and displacement on every rank, and equal on all: the
-    // largest block of either side.
+    // >= every count and displacement on every rank, and equal on all: a sender's buffer holds its block
+    // once per receiver that wants all of it (n - 1 of them for a whole output), a receiver's at most
+    // its block.
     auto block = [&](const CutSide& s, std::size_t r) {
       return global[s.dim] == 0 ? 0 : product(global) / global[s.dim] * s.cut.count(r);
     };
-    for (std::size_t r = 0; r < n; ++r) plan.bound = std::max({plan.bound, block(in, r), block(out, r)});
+    const std::size_t copies = out.cut.kind == Cut::Kind::whole ? n - 1 : 1;
+    for (std::size_t r = 0; r < n; ++r) plan.bound = std::max({plan.bound, block(in, r) * copies, block(out, r)});
+    plan.pack_first = send_first, plan.pack_end = send_end, plan.unpack_first = recv_first, plan.unpack_end = recv_end;
+    if (!direct) return plan;
+    plan.send_from_input = direct_side(plan.pack, send_first, send_end, plan.send_counts, plan.send_displs, true);
+    if (plan.send_from_input) plan.send_elems = 0;
+    plan.recv_into_output = direct_side(plan.unpack, recv_first, recv_end, plan.recv_counts, plan.recv_displs, false);
+    if (plan.recv_into_output) plan.recv_elems = 0;
   }
   return plan;
 }
