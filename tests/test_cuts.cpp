@@ -229,6 +229,7 @@ TEST_CASE("Blocks: sizes as constructed; bad or disagreeing sizes raise on every
     if (r == 0) mine = std::vector<std::size_t>(n, 0), mine[n - 1] = 10;
     const std::string dis = error_of([&] { B1 y{world(), {2, 10, 3}, mine}; });
     CHECK(dis.find("Blocks sizes disagree") != std::string::npos);
+    CHECK(dis.find("passed " + dsp::detail::text(std::span<const std::size_t>(mine))) != std::string::npos);
   }
   // The communicator still works: the next call agrees.
   dsp::DistTensor<T, 3, Sharded<2>, dsp::MpiCommunicator> s{world(), {2, 10, 3}};

@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (me == 0)
       std::printf(
-          "causal ring attention on Zigzag<1>, %d ranks: S %zu, H %zu; query-key pairs per rank %zu to %zu "
+          "causal ring attention on Zigzag<1>, %d ranks: S %zu, H %zu; query-key pairs per rank (per batch and "
+          "head) %zu to %zu "
           "(Sharded<1>: %zu to %zu); rank 0 sent %zu bytes through dsp (closed form %zu) and %zu around the "
           "ring (closed form %zu); max |error| vs one rank %.2e\n",
           n, S, H, zig[0], zig[1], shard[0], shard[1], dsp_sent, dsp_closed, ring_sent, ring_closed, err);

@@ -87,6 +87,19 @@ struct Cut {
   }
 };
 
+}  // namespace detail
+
+/// How a Zigzag<D> or Blocks<D> tensor's dim D is cut over its ranks
+/// (DistTensor::cut()): `pieces(r, out)` writes rank r's ranges of global
+/// indices (`offset`, `count`), in the order its block holds them, and
+/// returns how many (Zigzag 2, its chunks r and 2N-1-r, empty ones included;
+/// Blocks 1); `count(r)` is their total; `local(r, g)` the local index of
+/// global index g.
+using Cut = detail::Cut;
+using Piece = detail::Piece;
+
+namespace detail {
+
 /// One side of a redistribution between cuts: the dim its placement cuts
 /// (any, for a whole one) and how.
 struct CutSide {

@@ -33,7 +33,10 @@ constexpr bool switch_ok() {
   if constexpr (is_dist_tensor_v<X>) {
     using Xt = tensor_t<X>;
     static_assert(D < Xt::rank, "dsp::dynamic_switch<D>: the target dim D must be less than the tensor's rank.");
-    static_assert(is_sharded_v<typename Xt::layout_type>,
+    static_assert(is_sharded_v<typename Xt::layout_type> || !is_cut_v<typename Xt::layout_type>,
+                  "dsp::dynamic_switch: the input must be Sharded<i>; a Zigzag<i> or Blocks<i> tensor moves "
+                  "with dsp::redistribute<Sharded<D>>(x) (one exchange).");
+    static_assert(is_sharded_v<typename Xt::layout_type> || is_cut_v<typename Xt::layout_type>,
                   "dsp::dynamic_switch: the input must be Sharded<i>; a Replicated tensor enters a sharding "
                   "with dsp::split<D> (no communication).");
     return D < Xt::rank && is_sharded_v<typename Xt::layout_type>;

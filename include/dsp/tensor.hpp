@@ -322,7 +322,12 @@ class DistTensor {
     sig.arg = static_cast<std::int64_t>(detail::block_sizes_hash(sizes));
     if (!why.empty()) sig.status = static_cast<std::uint32_t>(detail::Status::bad_argument);
     auto c = world;
-    detail::agree(c, sig, why);
+    try {
+      detail::agree(c, sig, why);
+    } catch (const MismatchError& e) {  // name what this rank passed: the agreement compares a hash
+      throw MismatchError(std::string(e.what()) + " (rank " + std::to_string(world.rank()) + " passed " +
+                          detail::text(std::span<const std::size_t>(sizes)) + ")");
+    }
     auto b = std::make_shared<detail::BlockSizes>();
     b->starts.assign(1, 0);
     for (std::size_t v : sizes) b->starts.push_back(b->starts.back() + v);
@@ -392,8 +397,9 @@ class DistTensor {
       return detail::box_of<L>(global_, comm_).offset;
     }
   }
-  /// Zigzag<D> and Blocks<D>: how dim D is cut over the communicator's ranks.
-  detail::Cut cut() const requires is_cut_v<L> {
+  /// Zigzag<D> and Blocks<D>: how dim D is cut over the communicator's ranks
+  /// (dsp::Cut: each rank's ranges of global indices along D).
+  Cut cut() const requires is_cut_v<L> {
     detail::Cut c;
     c.extent = global_[L::dim];
     c.parts = std::size_t(comm_.size());

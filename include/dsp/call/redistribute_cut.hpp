@@ -117,7 +117,19 @@ void recut_into(const X& x, Y& y, const std::source_location& loc) {
   if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
   const RecutArgs a = recut_args<To>(x, y);
   PortOf<Comm> port(x.communicator());
-  run_recut<typename X::memory_space>(port, sig, std::move(err), std::span<const RecutArgs>(&a, 1));
+  if constexpr (is_blocks_v<L> || is_blocks_v<To>) {
+    try {
+      run_recut<typename X::memory_space>(port, sig, std::move(err), std::span<const RecutArgs>(&a, 1));
+    } catch (const MismatchError& e) {  // name this rank's sizes: the agreement compares a hash
+      std::string mine;
+      if constexpr (is_blocks_v<L>) mine += " x's Blocks sizes " + text(std::span<const std::size_t>(x.block_sizes()));
+      if constexpr (is_blocks_v<To>) mine += " y's Blocks sizes " + text(std::span<const std::size_t>(y.block_sizes()));
+      throw MismatchError(std::string(e.what()) + " (rank " + std::to_string(x.communicator().rank()) + ":" + mine +
+                          ")");
+    }
+  } else {
+    run_recut<typename X::memory_space>(port, sig, std::move(err), std::span<const RecutArgs>(&a, 1));
+  }
 }
 
 /// Whether the tensors of a batch (a tuple of references) differ in global extents.

@@ -139,7 +139,9 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
     const std::string k = std::to_string(t);
     if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
       return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch of " +
-             "different extents moves on a plain communicator, exact (not on a mesh or a wire)";
+             "different extents moves on a plain communicator, exact, from C++ (not on a mesh or a wire, nor yet "
+             "from " +
+             "Python)";
     if (!a.same_group_as_first) {
       if (a.mesh_shape != f.t[0].mesh_shape) {
         auto shape = [&](const std::array<int, kMaxAxes>& m) {
