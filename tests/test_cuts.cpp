@@ -107,6 +107,15 @@ void check_move(const E4& e, MakeX make_x, MakeY make_y, const char* what) {
   CHECK(sum_all(dsp::count_mismatches(x, [&](const E4& g) { return ref(g, e); })) == 0);
   const auto a = side<From>(x), b = side<To>(y);
   CHECK(sum_all(c.counts().bytes_sent) == must_move(e, a.dim, a.cut, b.dim, b.cut) * sizeof(T));
+  // The cost model's bytes for this rank are what it sent (Blocks: with the tensors' sizes).
+  const std::size_t n = std::size_t(x.communicator().size()), me = std::size_t(x.communicator().rank());
+  std::vector<std::size_t> fs, ts;
+  if constexpr (dsp::is_blocks_v<From>) fs = x.block_sizes();
+  if constexpr (dsp::is_blocks_v<To>) ts = y.block_sizes();
+  const dsp::TransitionCost cost = dsp::transition_cost<From, To>(e, sizeof(T), n, me, fs, ts);
+  CHECK(cost.bytes == c.counts().bytes_sent);
+  if constexpr (!dsp::is_blocks_v<From> && !dsp::is_blocks_v<To>)
+    CHECK(dsp::transition_cost<From, To>(e, sizeof(T), n, me) == cost);
 }
 
 }  // namespace
@@ -332,4 +341,13 @@ TEST_CASE("batches of other extents: a wire, or ranks that disagree, raise on ev
   if (n == 1) CHECK(e.empty());
   CHECK(sum_all(dsp::count_mismatches(
             q, [](const std::array<std::size_t, 3>& g) { return float(g[0] + g[1] + g[2]); })) == 0);
+}
+
+TEST_CASE("transition_cost of Zigzag is a constant expression") {
+  constexpr auto c = dsp::transition_cost<Zigzag<1>, Sharded<2>>(std::array<std::size_t, 4>{1, 8, 4, 2}, 4, 2, 0);
+  // Rank 0 holds chunks 0 and 3 (4 positions of 8), keeps heads 0-1 of them: sends 4 x 2 x 2 floats.
+  static_assert(c.bytes == 4 * 2 * 2 * 4 && c.collectives == 1);
+  constexpr auto r = dsp::transition_cost<Replicated, Zigzag<1>>(std::array<std::size_t, 4>{1, 8, 4, 2}, 4, 2, 0);
+  static_assert(r.bytes == 0 && r.collectives == 0);
+  CHECK(c.max_bytes == c.bytes);
 }

@@ -14,7 +14,9 @@
 
 #include <array>
 #include <cstddef>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace dsp {
 
@@ -105,6 +107,120 @@ constexpr TransitionCost transition_cost(const std::array<std::size_t, R>& e, st
     if (b > c.max_bytes) c.max_bytes = b;
   }
   return c;
+}
+
+namespace detail {
+/// How placement L cuts a tensor of extents e over n ranks (Blocks: `starts`,
+/// the n + 1 prefix offsets of its sizes).
+template <class L, std::size_t R>
+constexpr CutSide cost_side(const std::array<std::size_t, R>& e, std::size_t n, const std::size_t* starts) {
+  if constexpr (is_zigzag_v<L>) return CutSide{L::dim, Cut{Cut::Kind::zigzag, e[L::dim], n, nullptr}};
+  else if constexpr (is_blocks_v<L>) return CutSide{L::dim, Cut{Cut::Kind::blocks, e[L::dim], n, starts}};
+  else if constexpr (is_sharded_v<L>) return CutSide{L::dim, Cut{Cut::Kind::even, e[L::dim], n, nullptr}};
+  else return CutSide{0, Cut{Cut::Kind::whole, e[0], n, nullptr}};
+}
+
+/// Elements rank p sends moving from cut a to cut b: its block but the part
+/// it keeps, to the one rank that wants each element (to every other rank
+/// for a whole b); nothing from a whole a.
+template <std::size_t R>
+constexpr std::size_t cut_elems_sent(const std::array<std::size_t, R>& e, const CutSide& a, const CutSide& b,
+                                     std::size_t n, std::size_t p) {
+  if (a.cut.kind == Cut::Kind::whole) return 0;
+  const std::size_t in = a.cut.count(p);
+  if (b.cut.kind == Cut::Kind::whole) return checked_mul(checked_mul(product_except(e, a.dim, a.dim), in), n - 1);
+  if (a.dim != b.dim)  // keeps its out-count of dim b.dim of each of its rows
+    return checked_mul(checked_mul(product_except(e, a.dim, b.dim), in), e[b.dim] - b.cut.count(p));
+  Piece x[2], y[2];
+  const std::size_t kx = a.cut.pieces(p, x), ky = b.cut.pieces(p, y);
+  std::size_t kept = 0;
+  for (std::size_t u = 0; u < kx; ++u)
+    for (std::size_t v = 0; v < ky; ++v) {
+      const std::size_t lo = x[u].offset > y[v].offset ? x[u].offset : y[v].offset;
+      const std::size_t hx = x[u].offset + x[u].count, hy = y[v].offset + y[v].count;
+      const std::size_t hi = hx < hy ? hx : hy;
+      kept += hi > lo ? hi - lo : 0;
+    }
+  return checked_mul(product_except(e, a.dim, a.dim), in - kept);
+}
+
+/// The cost of a redistribution between two cuts (one rank of n).
+template <std::size_t R>
+constexpr TransitionCost cut_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
+                                  std::size_t rank, const CutSide& a, const CutSide& b) {
+  check_cost_args(n, rank);
+  TransitionCost c;
+  c.primitive = Primitive::redistribute;
+  std::size_t total = 1;
+  for (std::size_t x : e) total = checked_mul(total, x);
+  const bool moves = a.cut.kind != Cut::Kind::whole && n > 1 && total > 0;
+  c.collective = a.cut.kind == Cut::Kind::whole ? Collective::none : Collective::all_to_all;
+  c.collectives = moves ? 1 : 0;
+  c.bytes = checked_mul(cut_elems_sent(e, a, b, n, rank), elem_bytes);
+  for (std::size_t q = 0; q < n; ++q) {
+    const std::size_t v = checked_mul(cut_elems_sent(e, a, b, n, q), elem_bytes);
+    if (v > c.max_bytes) c.max_bytes = v;
+  }
+  return c;
+}
+
+/// The prefix offsets of Blocks sizes (empty for no sizes).
+inline std::vector<std::size_t> cost_starts(std::span<const std::size_t> sizes) {
+  std::vector<std::size_t> s;
+  if (sizes.empty()) return s;
+  s.push_back(0);
+  for (std::size_t v : sizes) s.push_back(checked_add(s.back(), v));
+  return s;
+}
+}  // namespace detail
+
+/// The cost of a redistribution with a Zigzag side (the other Zigzag,
+/// Sharded or Replicated), one exchange: what rank `rank` of `n` sends
+/// (its block but the part it keeps; to every other rank for a Replicated
+/// target), the most any rank sends, and one collective where data moves.
+/// Exactly what a CountingCommunicator records. constexpr.
+template <class From, class To, std::size_t R>
+requires(is_cut_v<From> || is_cut_v<To>) constexpr TransitionCost
+    transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n, std::size_t rank) {
+  static_assert(!is_blocks_v<From> && !is_blocks_v<To>,
+                "dsp::transition_cost: a Blocks<D> side's cost depends on its run-time sizes: pass them "
+                "(transition_cost<From, To>(e, elem_bytes, n, rank, from_sizes, to_sizes)).");
+  static_assert(!is_partial_v<From> && !is_partial_v<To>,
+                "dsp::transition_cost: between Partial and Zigzag there is no one exchange.");
+  static_assert(layout_fits_v<From, R> && layout_fits_v<To, R>,
+                "dsp::transition_cost: a layout names a dim D >= the tensor's rank.");
+  return detail::cut_cost(e, elem_bytes, n, rank, detail::cost_side<From>(e, n, nullptr),
+                          detail::cost_side<To>(e, n, nullptr));
+}
+
+/// As above, with a Blocks side (or two): `from_sizes` and `to_sizes` are the
+/// Blocks sizes of From and To (one per rank; empty for a side that is not
+/// Blocks). Throws InvalidArgument for sizes that are not one per rank or do
+/// not sum to the extent.
+template <class From, class To, std::size_t R>
+requires(is_cut_v<From> || is_cut_v<To>) TransitionCost
+    transition_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n, std::size_t rank,
+                    std::span<const std::size_t> from_sizes, std::span<const std::size_t> to_sizes) {
+  static_assert(!is_partial_v<From> && !is_partial_v<To>,
+                "dsp::transition_cost: between Partial and Zigzag or Blocks there is no one exchange.");
+  static_assert(layout_fits_v<From, R> && layout_fits_v<To, R>,
+                "dsp::transition_cost: a layout names a dim D >= the tensor's rank.");
+  auto check = [&](bool blocks, std::span<const std::size_t> sizes, std::size_t d, const char* which) {
+    if (!blocks) return;
+    std::size_t sum = 0;
+    for (std::size_t v : sizes) sum = detail::checked_add(sum, v);
+    if (sizes.size() != n || sum != e[d])
+      throw InvalidArgument(std::string("dsp::transition_cost: ") + which +
+                            "'s Blocks sizes must be one per rank and sum to the extent");
+  };
+  std::size_t fd = 0, td = 0;
+  if constexpr (is_cut_v<From> || is_sharded_v<From>) fd = From::dim;
+  if constexpr (is_cut_v<To> || is_sharded_v<To>) td = To::dim;
+  check(is_blocks_v<From>, from_sizes, fd, "From");
+  check(is_blocks_v<To>, to_sizes, td, "To");
+  const std::vector<std::size_t> fs = detail::cost_starts(from_sizes), ts = detail::cost_starts(to_sizes);
+  return detail::cut_cost(e, elem_bytes, n, rank, detail::cost_side<From>(e, n, fs.data()),
+                          detail::cost_side<To>(e, n, ts.data()));
 }
 
 /// The cost of a switch or gather From -> To whose elements travel as `wire`
