@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp: the engine of a redistribution on one communicator where a side is
-// Zigzag<D> or Blocks<D> (plan/cut.hpp): prepare (the plan, cached, and the
-// workspace), agree, then one exchange: point-to-point messages between the
-// blocks' runs, or one packed all-to-all-v.
+// Zigzag<D> or Blocks<D>, or of a batch of tensors of different extents
+// (plan/cut.hpp): prepare (each tensor's plan, cached, and the workspace),
+// agree, then one exchange: point-to-point messages between the blocks'
+// runs, the same runs as one typed collective, or one packed all-to-all-v
+// (of every tensor's sections, for a batch; or, where each tensor of a batch
+// moves without copies on its own, each tensor's exchange in turn).
 #pragma once
 
 #include <dsp/core/agree.hpp>
