@@ -134,6 +134,9 @@ TEST_CASE("Zigzag's cut: chunks r and 2N-1-r of the 2N-chunk rule, the extent co
         CHECK(p[1].offset == chunks.offset(2 * n - 1 - r));
         CHECK(p[1].count == chunks.count(2 * n - 1 - r));
         CHECK(c.count(r) == p[0].count + p[1].count);
+        for (std::size_t g = p[1].offset; g < p[1].offset + p[1].count; ++g)
+          CHECK(c.local(r, g) == p[0].count + (g - p[1].offset));  // the second chunk follows the first
+        for (std::size_t g = p[0].offset; g < p[0].offset + p[0].count; ++g) CHECK(c.local(r, g) == g - p[0].offset);
         for (const auto& q : p)
           for (std::size_t g = q.offset; g < q.offset + q.count; ++g) {
             ++seen[g];

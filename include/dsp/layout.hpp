@@ -171,6 +171,8 @@ constexpr long layout_code() {
   else return kPartialSum;
 }
 constexpr bool is_partial_code(long c) { return c <= kPartialSum && c >= kPartialMin; }
+/// Whether a code is Zigzag's or Blocks'.
+constexpr bool is_cut_code(long c) { return c <= kZigzag; }
 
 /// The placement codes of a layout: one per axis (Axes<...>), or one.
 template <class L>

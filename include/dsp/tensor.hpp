@@ -148,7 +148,7 @@ constexpr bool layout_for_group() {
       static_assert(L::size == G::axes, "dsp::DistTensor: Axes<...> must name exactly one placement per mesh axis.");
       constexpr bool no_cut = [] {
         for (long c : placement_codes<L>::value)
-          if (c <= kZigzag) return false;
+          if (is_cut_code(c)) return false;
         return true;
       }();
       static_assert(no_cut,
@@ -164,9 +164,6 @@ constexpr bool layout_for_group() {
     return Placement<L> || is_cut_v<L>;
   }
 }
-
-/// Whether a code is Zigzag's or Blocks'.
-constexpr bool is_cut_code(long c) { return c <= kZigzag; }
 
 /// The sizes of a Blocks tensor's blocks and their prefix offsets (shared by
 /// the tensor's shallow copies).
@@ -196,9 +193,9 @@ inline std::string block_sizes_error(const std::vector<std::size_t>& sizes, std:
 
 /// A 64-bit hash of block sizes (the agreement compares it).
 inline std::uint64_t block_sizes_hash(const std::vector<std::size_t>& sizes) {
-  std::uint64_t h = 1469598103934665603ull ^ sizes.size();
-  for (std::size_t v : sizes) h = (h ^ v) * 1099511628211ull, h ^= h >> 29;
-  return h;
+  ShapeHash h;
+  h.add(std::span<const std::size_t>(sizes));
+  return h.h;
 }
 
 template <class T, std::size_t R>
@@ -412,8 +409,7 @@ class DistTensor {
   }
   /// Blocks<D>: the block sizes along D, one per rank, as constructed.
   const std::vector<std::size_t>& block_sizes() const requires is_blocks_v<L> { return sizes_->sizes; }
-  /// Internal: the shared block sizes of a Blocks<D> tensor.
-  const auto& shared_block_sizes() const noexcept { return sizes_; }
+
   const Comm& communicator() const noexcept { return comm_; }
   std::size_t global_size() const { return detail::product(global_); }
   std::size_t local_size() const { return local_.size(); }

@@ -126,14 +126,17 @@ inline std::size_t min_cut_piece(std::span<const std::size_t> global, const CutS
   return best;
 }
 
+/// Rank r's block under side s, in elements.
+inline std::size_t cut_block_elems(std::span<const std::size_t> global, const CutSide& s, std::size_t r) {
+  return global[s.dim] == 0 ? 0 : product(global) / global[s.dim] * s.cut.count(r);
+}
+
 /// The largest block of either side, in elements: equal on every rank.
 inline std::size_t largest_cut_block(std::span<const std::size_t> global, const CutSide& in, const CutSide& out,
                                      std::size_t n) {
-  auto block = [&](const CutSide& s, std::size_t r) {
-    return global[s.dim] == 0 ? 0 : product(global) / global[s.dim] * s.cut.count(r);
-  };
   std::size_t most = 0;
-  for (std::size_t r = 0; r < n; ++r) most = std::max({most, block(in, r), block(out, r)});
+  for (std::size_t r = 0; r < n; ++r)
+    most = std::max({most, cut_block_elems(global, in, r), cut_block_elems(global, out, r)});
   return most;
 }
 
@@ -219,11 +222,9 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
     // >= every count and displacement on every rank, and equal on all: a sender's buffer holds its block
     // once per receiver that wants all of it (n - 1 of them for a whole output), a receiver's at most
     // its block.
-    auto block = [&](const CutSide& s, std::size_t r) {
-      return global[s.dim] == 0 ? 0 : product(global) / global[s.dim] * s.cut.count(r);
-    };
     const std::size_t copies = out.cut.kind == Cut::Kind::whole ? n - 1 : 1;
-    for (std::size_t r = 0; r < n; ++r) plan.bound = std::max({plan.bound, block(in, r) * copies, block(out, r)});
+    for (std::size_t r = 0; r < n; ++r)
+      plan.bound = std::max({plan.bound, cut_block_elems(global, in, r) * copies, cut_block_elems(global, out, r)});
     plan.pack_first = send_first, plan.pack_end = send_end, plan.unpack_first = recv_first, plan.unpack_end = recv_end;
     if (!direct) return plan;
     plan.send_from_input = direct_side(plan.pack, send_first, send_end, plan.send_counts, plan.send_displs, true);
