@@ -23,7 +23,9 @@
 #   FULL=1      adds 4 GiB to the large sizes, the half-type wires and 1 GiB to
 #               the wire and batch steps (estimated 10 minutes; raise BUDGET)
 #   ONLY=REGEX  runs only the steps whose names match (e.g. ONLY='^(pack|unpack)')
-#   KERNELS     the kernel sets of a timing step, in order (default "baseline tuned")
+#   KERNELS     the kernel sets of a timing step, in order (default "baseline tuned"; also
+#               segments, the first tuned kernels); the table's old column is the first
+#               set that is not tuned
 #   MPIEXEC     starts the 2-rank test (default mpiexec; as root, scripts/mpi_env.sh,
 #               sourced here, lets Open MPI run)
 #   DOCS=FILE   given to gpu-table.py: the table also replaces the block between
@@ -58,8 +60,11 @@ kernel_sets="${KERNELS:-baseline tuned}"
 mpiexec="${MPIEXEC:-mpiexec}"
 case "$budget" in '' | *[!0-9]*) echo "gpu-checks.sh: BUDGET=$budget is not a whole number of seconds" >&2; exit 2 ;; esac
 for k in $kernel_sets; do
-  case "$k" in baseline | tuned) ;; *) echo "gpu-checks.sh: KERNELS: '$k' is not baseline or tuned" >&2; exit 2 ;; esac
+  case "$k" in baseline | segments | tuned) ;; *) echo "gpu-checks.sh: KERNELS: '$k' is not baseline, segments or tuned" >&2; exit 2 ;; esac
 done
+# The table's "old" column: the first kernel set that is not tuned.
+old_set=baseline
+for k in $kernel_sets; do [ "$k" != tuned ] && { old_set=$k; break; }; done
 # shellcheck disable=SC1091
 [ -f "$here/mpi_env.sh" ] && . "$here/mpi_env.sh"
 
@@ -218,7 +223,7 @@ echo "gpu-checks.sh: total ${total}s of the ${budget}s budget (estimated ${est_t
   "$skipped skipped"
 if [ "${TABLE:-1}" != 0 ]; then
   if command -v python3 >/dev/null; then
-    python3 "$here/gpu-table.py" "$logs" > "$logs/table.md" || echo "gpu-checks.sh: gpu-table.py failed" >&2
+    OLD=$old_set python3 "$here/gpu-table.py" "$logs" > "$logs/table.md" || echo "gpu-checks.sh: gpu-table.py failed" >&2
     cat "$logs/table.md"
   else
     echo "gpu-checks.sh: no python3 here: run python3 scripts/gpu-table.py $logs where there is one" >&2

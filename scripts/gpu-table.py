@@ -300,7 +300,7 @@ def main(argv):
         out.append("| `%s` | %s | %s | %s |" % (s["name"], result, s["seconds"], summary))
     out.append("")
     out.append("Timings: one rank, NCCL, tensors in `CudaSpace`, median of the iterations, each ended by a stream "
-               "synchronisation. old: `DSP_DEVICE_KERNELS=baseline`, new: `tuned`, run back to back. GB/s from "
+               "synchronisation. old: `DSP_DEVICE_KERNELS=" + OLD + "`, new: `tuned`, run back to back. GB/s from "
                "16 MiB up (algbw: each byte once; the wire kernels: bytes read plus written), us per call below. "
                "/ memcpy: the rate over `cudaMemcpyAsync` device to device of the same nominal size in the same "
                "run (the wire kernels over twice its rate). new / old: the speed-up. #wrong: old / new (`-`: not "
@@ -320,7 +320,7 @@ def main(argv):
         bad = ["%s exit %s" % (k, r["rc"]) for k, r in runs.items() if r["rc"] not in ("0", "skipped")]
         if bad:
             out.append("| `%s` | **failed**: %s (see below) | | | | | | | | |" % (s["name"], "; ".join(bad)))
-        old = parsed.get((s["name"], "baseline"))
+        old = parsed.get((s["name"], OLD))
         new = parsed.get((s["name"], "tuned")) or parsed.get((s["name"], "-"))
         base = new or old
         if base is None:
@@ -406,4 +406,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    OLD = os.environ.get("OLD", "baseline")
     sys.exit(main(sys.argv))

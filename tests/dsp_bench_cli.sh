@@ -112,7 +112,7 @@ expect 2 '^dsp-bench: --graph: CUDA graphs need -B nccl' --graph -a first_call
 expect 2 '^dsp-bench: --graph: (needs -a first_call, not -a 1|CUDA graphs need -B nccl, and this dsp-bench is built without it)' -B nccl --graph
 expect 2 '^dsp-bench: --graph: (-o pack is not captured|CUDA graphs need -B nccl, and this dsp-bench is built without it)' -B nccl -a first_call --graph -o switch,pack
 # A DSP_* value dsp does not accept: refused at once, also for the kernels timed alone.
-check 2 '^dsp-bench: DSP_DEVICE_KERNELS=fast is not a value dsp accepts; accepted: tuned, baseline$' has env DSP_DEVICE_KERNELS=fast "$bench" -o pack --peers 2
+check 2 '^dsp-bench: DSP_DEVICE_KERNELS=fast is not a value dsp accepts; accepted: tuned, segments, baseline$' has env DSP_DEVICE_KERNELS=fast "$bench" -o pack --peers 2
 check 2 '^dsp-bench: DSP_AGREEMENT_MODE=once is not a value dsp accepts' has env DSP_AGREEMENT_MODE=once "$bench"
 
 # On 2 ranks: every rank stops, rank 0 says why once.

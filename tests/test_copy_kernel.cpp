@@ -112,22 +112,31 @@ std::size_t compare_paths(std::mt19937_64& rng, std::size_t eb, std::span<const 
   HostExec exec;
   // uint64 storage: the buffers start 8-byte aligned before the offsets.
   std::vector<std::uint64_t> src_store(src_elems * eb / 8 + 2), a_store(dst_elems * eb / 8 + 2),
-      b_store(dst_elems * eb / 8 + 2), c_store(dst_elems * eb / 8 + 2);
+      b_store(dst_elems * eb / 8 + 2), c_store(dst_elems * eb / 8 + 2), e_store(dst_elems * eb / 8 + 2);
   auto* src = reinterpret_cast<unsigned char*>(src_store.data()) + src_off;
   auto* a = reinterpret_cast<unsigned char*>(a_store.data()) + dst_off;
   auto* b = reinterpret_cast<unsigned char*>(b_store.data()) + dst_off;
   auto* c = reinterpret_cast<unsigned char*>(c_store.data()) + dst_off;
+  auto* e = reinterpret_cast<unsigned char*>(e_store.data()) + dst_off;
   const auto s = random_bytes(rng, src_elems * eb), d = random_bytes(rng, dst_elems * eb);
   if (!s.empty()) std::memcpy(src, s.data(), s.size());  // memcpy of nothing from nullptr is still undefined
   if (!d.empty()) {
     std::memcpy(a, d.data(), d.size());
     std::memcpy(b, d.data(), d.size());
     std::memcpy(c, d.data(), d.size());
+    std::memcpy(e, d.data(), d.size());
   }
   dsp::detail::copy_runs(exec, a, src, eb, tasks);
   dsp::detail::copy_runs_device(exec, b, src, eb, tasks);
   dsp::detail::copy_runs_tuned(exec, c, src, eb, tasks);
+  dsp::detail::copy_runs_segments(exec, e, src, eb, tasks);
   exec.fence();
+  if (std::memcmp(a, e, dst_elems * eb) != 0) {
+    std::size_t first = 0;
+    while (a[first] == e[first]) ++first;
+    FAIL("the segment device path differs from the host path at byte " << first << " (element size " << eb << ", "
+                                                                       << tasks.size() << " tasks)");
+  }
   if (std::memcmp(a, c, dst_elems * eb) != 0) {
     std::size_t first = 0;
     while (a[first] == c[first]) ++first;
@@ -244,10 +253,12 @@ TEST_CASE("copy_runs_device writes what the host path writes, and nothing else")
   CHECK(words[8] > 0);
 }
 
-TEST_CASE("copy_runs_tuned: long pieces, 16-byte words, segments, and the copy engine, as the host path") {
+TEST_CASE("copy_runs_tuned and _segments: long pieces, 16-byte words, tiles, and the copy engine, as the host path") {
   // The cases above have short pieces; here pieces of 32 words and more (the
-  // per-piece loop), tasks of several segments, and contiguous tasks of 1 MiB
-  // and more (Kokkos::deep_copy: the copy engine on a device).
+  // per-piece loop; tiles of whole pieces below 256 words, pieces cut into
+  // tiles from 256 up), tasks of several segments and tiles, and contiguous
+  // tasks of 1 MiB and more (Kokkos::deep_copy: the copy engine on a device),
+  // some of them several runs that follow each other (stride == length).
   std::mt19937_64 rng(seed() ^ 16);
   std::size_t sixteen = 0;
   for (int c = 0; c < 60; ++c) {
@@ -258,13 +269,14 @@ TEST_CASE("copy_runs_tuned: long pieces, 16-byte words, segments, and the copy e
     for (std::size_t k = 0, nt = 1 + rng() % 4; k < nt; ++k) {
       const bool engine = rng() % 4 == 0;
       const std::size_t piece = engine ? ((std::size_t(1) << 20) / eb + rng() % 64) : 32 + rng() % 3000;
-      const std::size_t m = 1 + rng() % 3, pieces = engine ? 1 : 1 + rng() % 40;
+      const bool abutting = engine && rng() % 2;  // runs that follow each other: still one range
+      const std::size_t m = 1 + rng() % 3, pieces = engine ? 1 + abutting : 1 + rng() % 40;
       const bool dst_long = rng() % 2;
       const std::size_t dlen = engine ? piece : dst_long ? piece * m : piece;
       const std::size_t slen = engine ? piece : dst_long ? piece : piece * m;
       const std::size_t elems = pieces * piece;
       auto runs = [&](std::size_t len, std::size_t& end) {
-        Runs r{end + (rng() % 2 ? 0 : rng() % 8), len + (rng() % 2 ? 0 : rng() % 9), len};
+        Runs r{end + (rng() % 2 ? 0 : rng() % 8), len + (abutting || rng() % 2 ? 0 : rng() % 9), len};
         const std::size_t nruns = (elems + len - 1) / len;
         end = r.base + (nruns - 1) * r.stride + len;
         return r;
@@ -341,4 +353,13 @@ TEST_CASE("the device task table cache: warm calls upload nothing; replacement a
                                 reinterpret_cast<const unsigned char*>(src.data()), sizeof(float), tasks);
   CHECK(global.uploads() == up);
   CHECK(global.hits() == hits + 1);
+}
+
+TEST_CASE("one_range: runs that follow each other are one contiguous range") {
+  CopyTask t{Runs{0, 10, 10}, Runs{5, 10, 10}, 30};
+  CHECK(dsp::detail::one_range(t));
+  t.dst.stride = 11;  // a gap between the destination's runs
+  CHECK_FALSE(dsp::detail::one_range(t));
+  t = CopyTask{Runs{0, 11, 10}, Runs{5, 40, 30}, 10};  // within one run on both sides
+  CHECK(dsp::detail::one_range(t));
 }

@@ -89,15 +89,18 @@ constexpr const char* to_string(AgreementMode m) noexcept {
 /// execution spaces always run the host kernels). Both are in every build, so
 /// one run can measure them side by side (scripts/gpu-checks.sh).
 enum class DeviceKernels {
-  tuned,     ///< a team per segment of a task, 16-byte words where aligned, several in flight per thread,
-             ///< the copy engine for large contiguous tasks; wires one element per thread (the default)
+  tuned,     ///< tiles of up to 8 words of up to 16 bytes per thread, the index arithmetic once per thread and
+             ///< tile, the copy engine for large contiguous tasks; wires a group of 8 elements per thread, fp8
+             ///< blocks on 32 vector lanes (the default)
+  segments,  ///< the first tuned kernels (docs/gpu.md, 2026-11-27): a team per segment of a task, 4 words
+             ///< in flight per thread; wires one element per thread, fp8 a team per block
   baseline,  ///< the first device run's kernels (docs/gpu.md): a thread per word found by binary search,
              ///< wires a thread per block of 128 elements
 };
 
 /// The name of a kernel set, as DSP_DEVICE_KERNELS spells it.
 constexpr const char* to_string(DeviceKernels k) noexcept {
-  return k == DeviceKernels::baseline ? "baseline" : "tuned";
+  return k == DeviceKernels::baseline ? "baseline" : k == DeviceKernels::segments ? "segments" : "tuned";
 }
 
 namespace detail {
@@ -170,7 +173,9 @@ inline Setting<DeviceKernels>& device_kernels_setting() {
     const char* e = std::getenv("DSP_DEVICE_KERNELS");
     if (!e || !*e || std::string_view(e) == "tuned") return Setting<DeviceKernels>{DeviceKernels::tuned, ""};
     if (std::string_view(e) == "baseline") return Setting<DeviceKernels>{DeviceKernels::baseline, ""};
-    return Setting<DeviceKernels>{DeviceKernels::tuned, env_error("DSP_DEVICE_KERNELS", e, "tuned, baseline")};
+    if (std::string_view(e) == "segments") return Setting<DeviceKernels>{DeviceKernels::segments, ""};
+    return Setting<DeviceKernels>{DeviceKernels::tuned,
+                                  env_error("DSP_DEVICE_KERNELS", e, "tuned, segments, baseline")};
   }();
   return s;
 }
@@ -257,7 +262,7 @@ inline void set_agreement_mode(AgreementMode m) { detail::agreement_mode_setting
 inline AgreementMode agreement_mode() { return detail::agreement_mode_setting().value; }
 
 /// Chooses the device kernels (DeviceKernels::tuned by default): for
-/// measuring the two side by side in one run. Local; results are identical.
+/// measuring them side by side in one run. Local; results are identical.
 inline void set_device_kernels(DeviceKernels k) { detail::device_kernels_setting() = {k, ""}; }
 /// The device kernels in use.
 inline DeviceKernels device_kernels() { return detail::device_kernels_setting().value; }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -277,9 +278,10 @@ void copy_runs_device(const Exec& exec, unsigned char* dst, const unsigned char*
   }
 }
 
-// ------------------------------------------------ device path, tuned schedule
+// ------------------------------------------------ device path, segment schedule
 //
-// DeviceKernels::tuned (the default on devices): the call's tasks are cut into
+// DeviceKernels::segments (the first tuned schedule, measured beside the tile
+// schedule below; docs/gpu.md): the call's tasks are cut into
 // segments of kSegmentWords words, a team per segment, so no thread searches
 // for its task; words are up to 16 bytes wide; each thread keeps four words
 // in flight. A task whose pieces are at least a warp long is walked piece by
@@ -295,9 +297,12 @@ inline constexpr std::size_t kSegmentWords = 4096;
 /// Contiguous tasks of at least this many bytes go to the copy engine.
 inline constexpr std::size_t kEngineBytes = std::size_t(1) << 20;
 
-/// A 16-byte word: one vector load and store on a GPU.
+/// A 16-byte word: one vector load and store on a GPU. (And an 8-byte one.)
 struct alignas(16) Word16 {
   std::uint64_t lo, hi;
+};
+struct alignas(8) Word8 {
+  std::uint64_t v;
 };
 
 /// A segment of a call: words [first, first + words) of task `task`.
@@ -305,8 +310,13 @@ struct Segment {
   std::size_t task = 0, first = 0, words = 0;
 };
 
+/// Whether a run pattern holding `elems` elements is one contiguous range
+/// (within one run, or runs that follow each other).
+constexpr bool contiguous_runs(const Runs& r, std::size_t elems) { return elems <= r.len || r.stride == r.len; }
 /// Whether a task is one contiguous range on both sides.
-constexpr bool one_range(const CopyTask& t) { return t.elems <= t.dst.len && t.elems <= t.src.len; }
+constexpr bool one_range(const CopyTask& t) {
+  return contiguous_runs(t.dst, t.elems) && contiguous_runs(t.src, t.elems);
+}
 
 /// The tuned table: [segments, tasks, then the segments (3 words each), then
 /// the FlatTasks]; the engine tasks are left out (`engine` lists them).
@@ -390,17 +400,11 @@ void launch_segments(const Exec& exec, unsigned char* dst, const unsigned char* 
       });
 }
 
-/// The tuned device path of copy_runs (DeviceKernels::tuned): every task of
-/// the call in one launch of segments, and large contiguous tasks on the copy
-/// engine. Works on any execution space (the tests run it on the host). Does
-/// not fence, except when it uploads a table (TaskTableCache::get).
+/// Large contiguous tasks on the copy engine (Kokkos::deep_copy on `exec`: a
+/// cudaMemcpyAsync on its stream).
 template <class Exec>
-void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
-                     std::span<const CopyTask> tasks) {
-  thread_local std::vector<std::size_t> table;
-  thread_local std::vector<const CopyTask*> engine;
-  const std::size_t word = copy_word_bytes(dst, src, elem_bytes, tasks, 16);
-  segment_tasks(tasks, elem_bytes, word, table, engine);
+void copy_engine_tasks(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
+                       std::span<const CopyTask* const> engine) {
   using Bytes = Kokkos::View<unsigned char*, typename Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using CBytes =
       Kokkos::View<const unsigned char*, typename Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -409,6 +413,20 @@ void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* 
     Kokkos::deep_copy(exec, Bytes(dst + t->dst.base * elem_bytes, bytes),
                       CBytes(src + t->src.base * elem_bytes, bytes));
   }
+}
+
+/// The segment device path of copy_runs (DeviceKernels::segments): every task
+/// of the call in one launch of segments, and large contiguous tasks on the
+/// copy engine. Works on any execution space (the tests run it on the host).
+/// Does not fence, except when it uploads a table (TaskTableCache::get).
+template <class Exec>
+void copy_runs_segments(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
+                        std::span<const CopyTask> tasks) {
+  thread_local std::vector<std::size_t> table;
+  thread_local std::vector<const CopyTask*> engine;
+  const std::size_t word = copy_word_bytes(dst, src, elem_bytes, tasks, 16);
+  segment_tasks(tasks, elem_bytes, word, table, engine);
+  copy_engine_tasks(exec, dst, src, elem_bytes, engine);
   const std::size_t ns = table[0];
   if (ns == 0) return;
   const std::size_t* dev = task_table_cache<typename Exec::memory_space>().get(exec, table);
@@ -419,6 +437,202 @@ void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* 
     case 2: return launch_segments<std::uint16_t>(exec, dst, src, dev, ns);
     default: return launch_segments<std::uint8_t>(exec, dst, src, dev, ns);
   }
+}
+
+// ------------------------------------------------ device path, tile schedule
+//
+// DeviceKernels::tuned (the default on devices). The call's words are cut
+// into tiles of kTileThreads x U words (U from 1 to kTileUnroll, smaller for
+// small calls so that they still spread over the device), each tile inside
+// one task, copied by kTileThreads consecutive threads (a "virtual team": any
+// block size keeps it coalesced). A task whose pieces have at least
+// kTileThreads words is tiled piece by piece, so a tile is one contiguous
+// range on both sides and its index arithmetic is done once per thread, not
+// per word; shorter pieces are packed whole into tiles and each word finds its
+// piece with Divisor's multiply. Each thread loads its U words (up to 16 bytes
+// each) before it stores any. The launch covers about one wave of the device
+// and walks the tiles grid-stride, each thread moving forward through the
+// task table (no search per word or per tile). Contiguous tasks of at least
+// kEngineBytes go to the copy engine. The table is small (a few words per
+// task) and cached as the other schedules' are.
+
+/// Unrolls the next loop in device code (the host compilers do not know the pragma).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define DSP_DEVICE_UNROLL _Pragma("unroll")
+#else
+#define DSP_DEVICE_UNROLL
+#endif
+
+/// Threads per tile, and the most words each thread copies per tile.
+inline constexpr std::size_t kTileThreads = 256, kTileUnroll = 8;
+
+/// One task of the tile schedule, in words.
+struct TileTask {
+  std::size_t dbase = 0, dstride = 0, sbase = 0, sstride = 0;
+  Divisor piece, md, ms;   // as FlatTask
+  Divisor per;             // long pieces: tiles per piece; short pieces: pieces per tile
+  std::size_t pieces = 0;  // pieces in the task
+  std::size_t is_long = 0;
+};
+
+/// The tile table: [n, tile words, then n + 1 prefix entries of tiles, then n
+/// TileTasks]; contiguous tasks for the copy engine are left out (`engine`).
+/// Returns whether every task in the table has long pieces.
+inline bool tile_tasks(std::span<const CopyTask> tasks, std::size_t elem_bytes, std::size_t word,
+                       std::vector<std::size_t>& table, std::vector<const CopyTask*>& engine) {
+  static_assert(sizeof(TileTask) % sizeof(std::size_t) == 0 && alignof(TileTask) <= alignof(std::size_t));
+  constexpr std::size_t per = sizeof(TileTask) / sizeof(std::size_t);
+  engine.clear();
+  std::size_t n = 0, total = 0;
+  auto to_engine = [&](const CopyTask& t) { return one_range(t) && t.elems * elem_bytes >= kEngineBytes; };
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0) continue;
+    if (to_engine(t)) engine.push_back(&t);
+    else ++n, total += t.elems * elem_bytes / word;
+  }
+  // Words per thread: all kTileUnroll from about two waves of full tiles up.
+  std::size_t unroll = total / (kTileThreads * 2048);
+  unroll = unroll < 1 ? 1 : unroll > kTileUnroll ? kTileUnroll : unroll;
+  const std::size_t tw = kTileThreads * unroll;
+  const bool small = total < (std::size_t(1) << 32);
+  table.assign(2 + n + 1 + n * per, 0);
+  table[0] = n, table[1] = tw;
+  std::size_t k = 0;
+  bool all_long = true;
+  for (const CopyTask& t : tasks) {
+    if (t.elems == 0 || to_engine(t)) continue;
+    const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
+    auto words = [&](std::size_t elems) { return elems * elem_bytes / word; };
+    TileTask f{words(t.dst.base),
+               words(t.dst.stride),
+               words(t.src.base),
+               words(t.src.stride),
+               Divisor::make(words(piece), true),  // divides only word offsets in a tile (short pieces)
+               Divisor::make(t.dst.len / piece, small),
+               Divisor::make(t.src.len / piece, small),
+               {},
+               t.elems / piece,
+               0};
+    const std::size_t pw = words(piece);
+    std::size_t tiles;
+    if (pw >= kTileThreads) {
+      const std::size_t tpp = (pw + tw - 1) / tw;
+      f.per = Divisor::make(tpp, small), f.is_long = 1, tiles = f.pieces * tpp;
+    } else {
+      const std::size_t ppt = tw / pw;
+      f.per = Divisor::make(ppt, small), tiles = (f.pieces + ppt - 1) / ppt;
+      all_long = false;
+    }
+    table[2 + k + 1] = table[2 + k] + tiles;
+    std::memcpy(table.data() + 2 + n + 1 + k * per, &f, sizeof f);
+    ++k;
+  }
+  return all_long;
+}
+
+/// `AllLong`: every task has long pieces (the kernel then has no short-piece
+/// branch, and needs fewer registers: 130 per thread with it, measured).
+template <class Word, bool AllLong, class Exec>
+void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src, const std::size_t* table,
+                  std::size_t n, std::size_t tw, std::size_t tiles) {
+  Word* out = reinterpret_cast<Word*>(dst);
+  const Word* in = reinterpret_cast<const Word*>(src);
+  const std::size_t* prefix = table + 2;
+  const TileTask* tt = reinterpret_cast<const TileTask*>(table + 2 + n + 1);
+  const std::size_t unroll = tw / kTileThreads;
+  // About one wave: as many virtual teams as the device runs threads at once.
+  std::size_t teams = std::size_t(exec.concurrency()) / kTileThreads;
+  teams = teams < 1 ? 1 : teams > tiles ? tiles : teams;
+  Kokkos::parallel_for(
+      "dsp::copy_runs_tiles", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, teams * kTileThreads),
+      KOKKOS_LAMBDA(std::size_t i) {
+        const std::size_t lane = i % kTileThreads;
+        std::size_t k = 0, end = prefix[1];
+        TileTask t = tt[0];
+        for (std::size_t tile = i / kTileThreads; tile < tiles; tile += teams) {
+          while (tile >= end) end = prefix[++k + 1], t = tt[k];
+          const std::size_t j = tile - prefix[k];
+          const std::size_t P = t.piece.d;
+          Word v[kTileUnroll]{};       // initialized: GCC cannot see that the stores read only what the loads wrote
+          if (AllLong || t.is_long) {  // one contiguous range on both sides
+            const std::size_t q = t.per.div(j), off = (j - q * t.per.d) * tw;
+            const std::size_t len = P - off < tw ? P - off : tw;
+            const std::size_t qd = t.md.div(q), qs = t.ms.div(q);
+            const std::size_t d0 = t.dbase + qd * t.dstride + (q - qd * t.md.d) * P + off;
+            const std::size_t s0 = t.sbase + qs * t.sstride + (q - qs * t.ms.d) * P + off;
+            DSP_DEVICE_UNROLL
+            for (std::size_t u = 0; u < kTileUnroll; ++u) {
+              const std::size_t w = lane + u * kTileThreads;
+              if (u < unroll && w < len) v[u] = in[s0 + w];
+            }
+            DSP_DEVICE_UNROLL
+            for (std::size_t u = 0; u < kTileUnroll; ++u) {
+              const std::size_t w = lane + u * kTileThreads;
+              if (u < unroll && w < len) out[d0 + w] = v[u];
+            }
+            continue;
+          }
+          // short pieces: the tile holds pieces [q0, q1), each word finds its own
+          if constexpr (!AllLong) {
+            const std::size_t q0 = j * t.per.d, q1 = q0 + t.per.d < t.pieces ? q0 + t.per.d : t.pieces;
+            const std::size_t len = (q1 - q0) * P;
+            auto at = [&](std::size_t w, std::size_t& d, std::size_t& s) {
+              const std::size_t r = t.piece.div(w), o = w - r * P, q = q0 + r;
+              const std::size_t qd = t.md.div(q), qs = t.ms.div(q);
+              d = t.dbase + qd * t.dstride + (q - qd * t.md.d) * P + o;
+              s = t.sbase + qs * t.sstride + (q - qs * t.ms.d) * P + o;
+            };
+            DSP_DEVICE_UNROLL
+            for (std::size_t u = 0; u < kTileUnroll; ++u) {
+              const std::size_t w = lane + u * kTileThreads;
+              if (u < unroll && w < len) {
+                std::size_t d, s;
+                at(w, d, s);
+                v[u] = in[s];
+              }
+            }
+            DSP_DEVICE_UNROLL
+            for (std::size_t u = 0; u < kTileUnroll; ++u) {  // the index again: fewer registers than keeping it
+              const std::size_t w = lane + u * kTileThreads;
+              if (u < unroll && w < len) {
+                std::size_t d, s;
+                at(w, d, s);
+                out[d] = v[u];
+              }
+            }
+          }
+        }
+      });
+}
+
+/// The tuned device path of copy_runs (DeviceKernels::tuned): every task of
+/// the call in one launch of tiles, and large contiguous tasks on the copy
+/// engine. Works on any execution space (the tests run it on the host). Does
+/// not fence, except when it uploads a table (TaskTableCache::get).
+template <class Exec>
+void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* src, std::size_t elem_bytes,
+                     std::span<const CopyTask> tasks) {
+  thread_local std::vector<std::size_t> table;
+  thread_local std::vector<const CopyTask*> engine;
+  const std::size_t word = copy_word_bytes(dst, src, elem_bytes, tasks, 16);
+  const bool all_long = tile_tasks(tasks, elem_bytes, word, table, engine);
+  copy_engine_tasks(exec, dst, src, elem_bytes, engine);
+  const std::size_t n = table[0];
+  if (n == 0) return;
+  const std::size_t tw = table[1], tiles = table[2 + n];
+  const std::size_t* dev = task_table_cache<typename Exec::memory_space>().get(exec, table);
+  auto launch = [&](auto long_only) {
+    constexpr bool L = decltype(long_only)::value;
+    switch (word) {
+      case 16: return launch_tiles<Word16, L>(exec, dst, src, dev, n, tw, tiles);
+      case 8: return launch_tiles<std::uint64_t, L>(exec, dst, src, dev, n, tw, tiles);
+      case 4: return launch_tiles<std::uint32_t, L>(exec, dst, src, dev, n, tw, tiles);
+      case 2: return launch_tiles<std::uint16_t, L>(exec, dst, src, dev, n, tw, tiles);
+      default: return launch_tiles<std::uint8_t, L>(exec, dst, src, dev, n, tw, tiles);
+    }
+  };
+  if (all_long) launch(std::true_type{});
+  else launch(std::false_type{});
 }
 
 /// Host tasks of at least this many bytes are written with streaming
@@ -480,8 +694,11 @@ void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t
   auto* dst = static_cast<unsigned char*>(dst_ptr);
   const auto* src = static_cast<const unsigned char*>(src_ptr);
   if constexpr (!is_host_exec_v<Exec>) {
-    if (device_kernels() == DeviceKernels::tuned) copy_runs_tuned(exec, dst, src, elem_bytes, tasks);
-    else copy_runs_device(exec, dst, src, elem_bytes, tasks);
+    switch (device_kernels()) {
+      case DeviceKernels::tuned: return copy_runs_tuned(exec, dst, src, elem_bytes, tasks);
+      case DeviceKernels::segments: return copy_runs_segments(exec, dst, src, elem_bytes, tasks);
+      case DeviceKernels::baseline: return copy_runs_device(exec, dst, src, elem_bytes, tasks);
+    }
   } else {
     for (const CopyTask& t : tasks) {
       if (t.elems == 0) continue;
