@@ -232,6 +232,8 @@ Kokkos::TeamPolicy<Exec> fp8_teams(const Exec& exec, std::size_t blocks) {
 
 /// Runs `body(b)` for every block of an n-element chunk on `exec`: inline on
 /// the host for small chunks (a kernel launch would cost more), else one kernel.
+/// `body` must be a named functor, not a KOKKOS_LAMBDA: in a CUDA build that is
+/// an nvcc extended lambda, and calling one inline on the host crashed.
 template <class Exec, class Body>
 void for_blocks(const Exec& exec, std::size_t n, const Body& body) {
   const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
@@ -499,6 +501,17 @@ Kokkos::TeamPolicy<Exec> fp8_lane_teams(const Exec& exec, std::size_t blocks, st
 /// Elements per vector lane of an fp8 block.
 inline constexpr std::size_t kFp8Lane = kFp8Block / 32;
 
+/// The fp8 block of thread group (team member) m of fp8_lane_teams, and its
+/// elements [e0, e1); false past the last block.
+template <class Member>
+KOKKOS_INLINE_FUNCTION bool fp8_lane_block(const Member& m, std::size_t per, std::size_t n, std::size_t& b,
+                                           std::size_t& e0, std::size_t& e1) {
+  b = std::size_t(m.league_rank()) * per + std::size_t(m.team_rank());
+  e0 = b * kFp8Block;
+  e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+  return e0 < n;
+}
+
 /// The largest finite |x| of block [e0, e1) along r, reduced by the vector lanes of m.
 template <ElemKind K, class Member>
 KOKKOS_INLINE_FUNCTION float lanes_amax(const Member& m, const typename ElemOps<K>::T* src, const RunDiv& r,
@@ -530,9 +543,8 @@ void pack_fp8_lanes(const Exec& exec, unsigned char* sec, const typename ElemOps
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   Kokkos::parallel_for(
       "dsp::wire_pack_fp8_lanes", policy, KOKKOS_LAMBDA(const Member& m) {
-        const std::size_t b = std::size_t(m.league_rank()) * per + std::size_t(m.team_rank());
-        if (b >= nb) return;
-        const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+        std::size_t b, e0, e1;
+        if (!fp8_lane_block(m, per, n, b, e0, e1)) return;
         const wire::Fp8Scale s = wire::fp8_scale(lanes_amax<K>(m, src, r, e0, e1));
         Kokkos::single(Kokkos::PerThread(m), [&] { store_f32(sec + 4 * b, s.amax); });
         unsigned char* codes = sec + 4 * nb;
@@ -563,9 +575,8 @@ void round_fp8_lanes(const Exec& exec, typename ElemOps<K>::T* dst, const typena
   using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
   Kokkos::parallel_for(
       "dsp::wire_round_fp8_lanes", policy, KOKKOS_LAMBDA(const Member& m) {
-        const std::size_t b = std::size_t(m.league_rank()) * per + std::size_t(m.team_rank());
-        if (b >= nb) return;
-        const std::size_t e0 = b * kFp8Block, e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
+        std::size_t b, e0, e1;
+        if (!fp8_lane_block(m, per, n, b, e0, e1)) return;
         const wire::Fp8Scale k = wire::fp8_scale(lanes_amax<K>(m, src, sr, e0, e1));
         const double inverse = wire::fp8_inverse(k.amax);
         Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, 32), [&](int l) {
