@@ -24,8 +24,10 @@
 #               the wire and batch steps (estimated 10 minutes; raise BUDGET)
 #   ONLY=REGEX  runs only the steps whose names match (e.g. ONLY='^(pack|unpack)')
 #   KERNELS     the kernel sets of a timing step, in order (default "baseline tuned"; also
-#               segments, the first tuned kernels); the table's old column is the first
-#               set that is not tuned
+#               segments, the first tuned kernels); a set may carry a tuning after @, given
+#               to the run as DSP_DEVICE_TUNING (include/dsp/kernels/tuning.hpp), e.g.
+#               "tuned tuned@waves=0,groups=4,convert=hardware"; the table's old column is
+#               the first set, its new column the last
 #   MPIEXEC     starts the 2-rank test (default mpiexec; as root, scripts/mpi_env.sh,
 #               sourced here, lets Open MPI run)
 #   DOCS=FILE   given to gpu-table.py: the table also replaces the block between
@@ -60,11 +62,12 @@ kernel_sets="${KERNELS:-baseline tuned}"
 mpiexec="${MPIEXEC:-mpiexec}"
 case "$budget" in '' | *[!0-9]*) echo "gpu-checks.sh: BUDGET=$budget is not a whole number of seconds" >&2; exit 2 ;; esac
 for k in $kernel_sets; do
-  case "$k" in baseline | segments | tuned) ;; *) echo "gpu-checks.sh: KERNELS: '$k' is not baseline, segments or tuned" >&2; exit 2 ;; esac
+  case "${k%%@*}" in baseline | segments | tuned) ;; *) echo "gpu-checks.sh: KERNELS: '$k' is not baseline, segments or tuned (each optionally @TUNING)" >&2; exit 2 ;; esac
 done
-# The table's "old" column: the first kernel set that is not tuned.
-old_set=baseline
-for k in $kernel_sets; do [ "$k" != tuned ] && { old_set=$k; break; }; done
+# The table's columns: old, the first kernel set; new, the last.
+old_set=baseline new_set=tuned
+read -r -a sets <<< "$kernel_sets"
+if [ "${#sets[@]}" -ge 2 ]; then old_set=${sets[0]} new_set=${sets[-1]}; fi
 # shellcheck disable=SC1091
 [ -f "$here/mpi_env.sh" ] && . "$here/mpi_env.sh"
 
@@ -106,7 +109,8 @@ run() {
   [ "$set" != - ] && log="$name.$set.txt"
   runs=$((runs + 1)) est_total=$((est_total + est)) worst=$((worst + limit))
   local envs=()
-  [ "$set" != - ] && envs=(env "DSP_DEVICE_KERNELS=$set")
+  [ "$set" != - ] && envs=(env "DSP_DEVICE_KERNELS=${set%%@*}")
+  [ "$set" != "${set#*@}" ] && envs+=("DSP_DEVICE_TUNING=${set#*@}")
   if [ "$dry" = 1 ]; then
     printf '%-22s %-8s timeout %3ds  est %3ds  %s\n' "$name" "$set" "$limit" "$est" "${envs[*]:+${envs[*]} }$*"
     return 0
@@ -223,7 +227,7 @@ echo "gpu-checks.sh: total ${total}s of the ${budget}s budget (estimated ${est_t
   "$skipped skipped"
 if [ "${TABLE:-1}" != 0 ]; then
   if command -v python3 >/dev/null; then
-    OLD=$old_set python3 "$here/gpu-table.py" "$logs" > "$logs/table.md" || echo "gpu-checks.sh: gpu-table.py failed" >&2
+    OLD=$old_set NEW=$new_set python3 "$here/gpu-table.py" "$logs" > "$logs/table.md" || echo "gpu-checks.sh: gpu-table.py failed" >&2
     cat "$logs/table.md"
   else
     echo "gpu-checks.sh: no python3 here: run python3 scripts/gpu-table.py $logs where there is one" >&2

@@ -10,7 +10,8 @@ It reads <log-dir>/steps.tsv (one line per run), the runs' logs (dsp-bench's
 text tables, doctest's summaries), machine.txt (nvidia-smi) and total.txt.
 The header names the card, driver, CUDA and NCCL; then one table of the tests
 and one of the timings, a row per step, op and size: the old (baseline) and
-new (tuned) kernels' rates, each as a ratio to cudaMemcpyAsync of the same
+new (tuned) kernels' rates (the kernel sets OLD and NEW of the environment,
+default baseline and tuned; gpu-checks.sh passes its first and last), each as a ratio to cudaMemcpyAsync of the same
 nominal size in the same run (from the same process where it ran a memcpy
 table, else the memcpy step), new over old, the issue's target where it has
 one, and #wrong. A kernel timed on bytes read plus written (the wire kernels)
@@ -300,7 +301,8 @@ def main(argv):
         out.append("| `%s` | %s | %s | %s |" % (s["name"], result, s["seconds"], summary))
     out.append("")
     out.append("Timings: one rank, NCCL, tensors in `CudaSpace`, median of the iterations, each ended by a stream "
-               "synchronisation. old: `DSP_DEVICE_KERNELS=" + OLD + "`, new: `tuned`, run back to back. GB/s from "
+               "synchronisation. old: kernel set `" + OLD + "`, new: `" + NEW + "` (`tuned@KNOBS`: "
+               "DSP_DEVICE_TUNING=KNOBS), run back to back. GB/s from "
                "16 MiB up (algbw: each byte once; the wire kernels: bytes read plus written), us per call below. "
                "/ memcpy: the rate over `cudaMemcpyAsync` device to device of the same nominal size in the same "
                "run (the wire kernels over twice its rate). new / old: the speed-up. #wrong: old / new (`-`: not "
@@ -321,7 +323,7 @@ def main(argv):
         if bad:
             out.append("| `%s` | **failed**: %s (see below) | | | | | | | | |" % (s["name"], "; ".join(bad)))
         old = parsed.get((s["name"], OLD))
-        new = parsed.get((s["name"], "tuned")) or parsed.get((s["name"], "-"))
+        new = parsed.get((s["name"], NEW)) or parsed.get((s["name"], "-"))
         base = new or old
         if base is None:
             continue
@@ -377,6 +379,45 @@ def main(argv):
                     s["name"], op, size_text(nominal), fmt_rate(r_old, nominal), fmt_rate(r_new, nominal),
                     fmt_ratio(q_old), fmt_ratio(q_new), fmt_ratio(speed), tgt,
                     wrong(r_old) + " / " + wrong(r_new) if old is not None and old is not new else wrong(r_new)))
+    # More than two kernel sets (a sweep of tuning knobs): every set's ratio to memcpy, side by side.
+    sets = []
+    for s in steps:
+        if s["kind"] == "time" and s["kernels"] != "-" and s["kernels"] not in sets:
+            sets.append(s["kernels"])
+    if len(sets) > 2:
+        out.append("")
+        out.append("Every kernel set, as a ratio to `cudaMemcpyAsync` of the same size in the same run (the "
+                   "wire kernels over twice its rate); the best of each row in bold.")
+        out.append("")
+        out.append("| step | op | size | " + " | ".join("`%s`" % k for k in sets) + " |")
+        out.append("|---|---|---|" + "---|" * len(sets))
+        done = []
+        for s in steps:
+            if s["kind"] != "time" or s["kernels"] == "-" or s["name"] in done:
+                continue
+            done.append(s["name"])
+            runs = [parsed.get((s["name"], k)) for k in sets]
+            base = next((r for r in runs if r is not None), None)
+            if base is None:
+                continue
+            for ti, table in enumerate(base[0]):
+                if table.op == "memcpy" or table.op.startswith("nccl"):
+                    continue
+                for k, row in enumerate(table.rows):
+                    ratios = []
+                    for run in runs:
+                        q = None
+                        if run is not None and ti < len(run[0]) and k < len(run[0][ti].rows):
+                            ref = memcpy_rate(run[0], run[1], k)
+                            if ref:
+                                q = run[0][ti].rows[k]["algbw"] / (2 * ref if table.traffic else ref)
+                        ratios.append(q)
+                    best = max((q for q in ratios if q is not None), default=None)
+                    cells = [("**%s**" if q == best else "%s") % fmt_ratio(q) if q is not None else "—"
+                             for q in ratios]
+                    nominal = base[1][k] if k < len(base[1]) else row["size"]
+                    op = table.op + (" (%s wire)" % table.wire if table.wire else "")
+                    out.append("| `%s` | %s | %s | %s |" % (s["name"], op, size_text(nominal), " | ".join(cells)))
     failed = [s for s in steps if s["rc"] not in ("0", "skipped")]
     if failed:
         out.append("")
@@ -407,4 +448,5 @@ def main(argv):
 
 if __name__ == "__main__":
     OLD = os.environ.get("OLD", "baseline")
+    NEW = os.environ.get("NEW", "tuned")
     sys.exit(main(sys.argv))

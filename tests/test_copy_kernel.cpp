@@ -131,6 +131,24 @@ std::size_t compare_paths(std::mt19937_64& rng, std::size_t eb, std::span<const 
   dsp::detail::copy_runs_tuned(exec, c, src, eb, tasks);
   dsp::detail::copy_runs_segments(exec, e, src, eb, tasks);
   exec.fence();
+  // the tile kernel's other grids (a virtual team per tile; two waves) and shorter tiles
+  for (const auto& knobs : {"waves=0", "waves=2,unroll=3", "waves=0,unroll=1"}) {
+    auto& tuning = dsp::detail::device_tuning();
+    const dsp::detail::DeviceTuning saved = tuning;
+    tuning = dsp::detail::parse_device_tuning(knobs);
+    std::vector<std::uint64_t> f_store(dst_elems * eb / 8 + 2);
+    auto* f = reinterpret_cast<unsigned char*>(f_store.data()) + dst_off;
+    if (!d.empty()) std::memcpy(f, d.data(), d.size());
+    dsp::detail::copy_runs_tuned(exec, f, src, eb, tasks);
+    exec.fence();
+    tuning = saved;
+    if (std::memcmp(a, f, dst_elems * eb) != 0) {
+      std::size_t first = 0;
+      while (a[first] == f[first]) ++first;
+      FAIL("the tuned device path with " << knobs << " differs from the host path at byte " << first
+                                         << " (element size " << eb << ", " << tasks.size() << " tasks)");
+    }
+  }
   if (std::memcmp(a, e, dst_elems * eb) != 0) {
     std::size_t first = 0;
     while (a[first] == e[first]) ++first;
@@ -362,4 +380,27 @@ TEST_CASE("one_range: runs that follow each other are one contiguous range") {
   CHECK_FALSE(dsp::detail::one_range(t));
   t = CopyTask{Runs{0, 11, 10}, Runs{5, 40, 30}, 10};  // within one run on both sides
   CHECK(dsp::detail::one_range(t));
+}
+
+TEST_CASE("DSP_DEVICE_TUNING: parsed item by item, malformed items keep their defaults") {
+  using dsp::detail::parse_device_tuning;
+  const auto d = parse_device_tuning("");  // the configuration measured on 2026-11-27
+  CHECK(d.waves == 1);
+  CHECK(d.unroll == 8);
+  CHECK(d.groups == 1);
+  CHECK_FALSE(d.stream);
+  CHECK_FALSE(d.hardware_convert);
+  const auto t = parse_device_tuning("waves=2,unroll=4,stream=1,groups=2,convert=software");
+  CHECK(t.waves == 2);
+  CHECK(t.unroll == 4);
+  CHECK(t.stream);
+  CHECK(t.groups == 2);
+  CHECK_FALSE(t.hardware_convert);
+  const auto bad = parse_device_tuning("waves=x,unroll=9,groups=0,stream=yes,convert=fast,nonsense,=3,waves=");
+  CHECK(bad.waves == 1);
+  CHECK(bad.unroll == 8);
+  CHECK(bad.groups == 1);
+  CHECK_FALSE(bad.stream);
+  CHECK_FALSE(bad.hardware_convert);
+  CHECK(parse_device_tuning("waves=0,convert=hardware,groups=4").waves == 0);
 }

@@ -17,6 +17,7 @@
 
 #include "device_check.hpp"
 #include "device_modifiers.hpp"
+#include "device_wire.hpp"
 #endif
 
 #include <array>
@@ -275,6 +276,28 @@ TEST_CASE("first_call on NCCL: a switch and a batch captured in a CUDA graph, re
   CHECK(wrong == 0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+#endif
+
+#if defined(KOKKOS_ENABLE_CUDA)
+TEST_CASE("the device's conversion instructions give the software conversions' bits (every 257th float)") {
+  CHECK(dsp_test::device_cvt_mismatches(0) == 0);  // bf16
+  CHECK(dsp_test::device_cvt_mismatches(1) == 0);  // fp16
+  CHECK(dsp_test::device_cvt_mismatches(2) == 0);  // fp8 e4m3, pairs
+}
+
+TEST_CASE("the device's wire kernels write the bytes of the host's block loop, every kind, wire and layout") {
+  auto& tuning = dsp::detail::device_tuning();
+  const dsp::detail::DeviceTuning saved = tuning;
+  for (std::size_t groups : {std::size_t(1), std::size_t(4)})
+    for (bool hw : {true, false}) {
+      tuning.groups = groups, tuning.hardware_convert = hw;
+      int cases = 0;
+      INFO("groups per thread ", groups, ", hardware conversions ", hw);
+      CHECK(dsp_test::device_wire_mismatches(cases) == 0);
+      CHECK(cases == 7 * 6 * 3);  // kind-wire pairs (float 3, double 1, bf16 1, fp16 2) x lengths x layouts
+    }
+  tuning = saved;
 }
 #endif
 

@@ -109,6 +109,62 @@ KOKKOS_INLINE_FUNCTION float round_wire(Wire w, float v) {
   return w == Wire::bf16 ? wire::from_bf16(wire::to_bf16(v)) : wire::from_fp16(wire::to_fp16(v));
 }
 
+// The device's conversion instructions (CUDA: cvt.rn.bf16.f32 from sm_80,
+// cvt.rn.f16.f32, cvt.rn.satfinite.e4m3x2.f32 from sm_89) round as wire::'s
+// software conversions do (to nearest even; fp16 to +-inf past 65520, e4m3
+// saturating at +-448) but give a canonical NaN for a NaN: dsp keeps its own
+// NaN (one select). `hw` false (DeviceTuning::hardware_convert), host code, or
+// a device without the instruction: the software conversion. test_convert_kernel
+// compares both over every 4099th float bit pattern on the device.
+KOKKOS_INLINE_FUNCTION std::uint16_t cvt_bf16(float f, [[maybe_unused]] bool hw) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if (hw) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    const std::uint32_t u = wire::bits(f);
+    return (u & 0x7fffffffu) > 0x7f800000u ? static_cast<std::uint16_t>((u >> 16) | 0x40u) : h;
+  }
+#endif
+  return wire::to_bf16(f);
+}
+KOKKOS_INLINE_FUNCTION std::uint16_t cvt_fp16(float f, [[maybe_unused]] bool hw) {
+#if defined(__CUDA_ARCH__)
+  if (hw) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    const std::uint32_t u = wire::bits(f);
+    return (u & 0x7fffffffu) > 0x7f800000u ? static_cast<std::uint16_t>(((u >> 16) & 0x8000u) | 0x7e00u) : h;
+  }
+#endif
+  return wire::to_fp16(f);
+}
+/// The e4m3 codes of two finite values, a in the low byte and b in the high
+/// one (as they lie in memory).
+KOKKOS_INLINE_FUNCTION std::uint16_t cvt_e4m3x2(float a, float b, [[maybe_unused]] bool hw) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (hw) {
+    unsigned short h;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(h) : "f"(b), "f"(a));  // the first source goes high
+    return h;
+  }
+#endif
+  return static_cast<std::uint16_t>(wire::to_e4m3(a) | (std::uint32_t(wire::to_e4m3(b)) << 8));
+}
+/// wire::to_fp8 of two values, as cvt_e4m3x2 lays them out.
+KOKKOS_INLINE_FUNCTION std::uint16_t fp8_pair(float a, float b, double scale, bool hw) {
+  const bool fa = wire::finite(a), fb = wire::finite(b);
+  const std::uint16_t c = cvt_e4m3x2(fa ? float(double(a) * scale) : 0.0f, fb ? float(double(b) * scale) : 0.0f, hw);
+  return static_cast<std::uint16_t>((fa ? c & 0xffu : 0x7fu) | (fb ? c & 0xff00u : 0x7f00u));
+}
+/// put_wire and round_wire through cvt_bf16 and cvt_fp16.
+KOKKOS_INLINE_FUNCTION std::uint16_t cvt_half(Wire w, float v, bool hw) {
+  return w == Wire::bf16 ? cvt_bf16(v, hw) : cvt_fp16(v, hw);
+}
+KOKKOS_INLINE_FUNCTION float round_wire(Wire w, float v, bool hw) {
+  if (w == Wire::fp32) return v;
+  return w == Wire::bf16 ? wire::from_bf16(cvt_bf16(v, hw)) : wire::from_fp16(cvt_fp16(v, hw));
+}
+
 /// Calls f(e, index) for elements [e0, e1) along `runs`: a plain loop when
 /// they are contiguous (so it vectorizes), else a cursor.
 template <class F>
@@ -350,38 +406,45 @@ struct RunDiv {
 KOKKOS_INLINE_FUNCTION bool aligned_to(const void* p, std::size_t a) {
   return reinterpret_cast<std::uintptr_t>(p) % a == 0;
 }
-/// kGroup values of type U from aligned memory into a local array: on a GPU
-/// in words of 16 bytes (or 8), its vector loads; on the host a plain loop
-/// (GCC 12 at -O3 miscompiled a memcpy form of it: the third 16-byte word of
-/// a group came out of a round unrounded).
-template <class U>
-KOKKOS_INLINE_FUNCTION void load_group(U (&x)[kGroup], const U* from) {
+/// The widest word (16, 8 or 4 bytes, else U itself) that N values of type U
+/// are a whole number of, and the alignment load_group and store_group need.
+template <class U, std::size_t N>
+using GroupWord = std::conditional_t<
+    N * sizeof(U) % 16 == 0, Word16,
+    std::conditional_t<N * sizeof(U) % 8 == 0, Word8, std::conditional_t<N * sizeof(U) % 4 == 0, std::uint32_t, U>>>;
+template <class U, std::size_t N = kGroup>
+inline constexpr std::size_t group_align_v = alignof(GroupWord<U, N>);
+
+/// N values of type U (kGroup, or a lane's share of an fp8 block) from
+/// aligned memory into a local array: on a GPU in words of GroupWord, its
+/// vector loads; on the host a plain loop (GCC 12 at -O3 miscompiled a
+/// memcpy form of it: the third 16-byte word of a group came out of a round
+/// unrounded).
+template <class U, std::size_t N>
+KOKKOS_INLINE_FUNCTION void load_group(U (&x)[N], const U* from) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  constexpr std::size_t B = kGroup * sizeof(U);
-  using W = std::conditional_t<B % 16 == 0, Word16, Word8>;
+  using W = GroupWord<U, N>;
+  constexpr std::size_t B = N * sizeof(U);
   W w[B / sizeof(W)];
   for (std::size_t h = 0; h < B / sizeof(W); ++h) w[h] = reinterpret_cast<const W*>(from)[h];
   __builtin_memcpy(x, w, B);
 #else
-  for (std::size_t c = 0; c < kGroup; ++c) x[c] = from[c];
+  for (std::size_t c = 0; c < N; ++c) x[c] = from[c];
 #endif
 }
-/// A local array of kGroup values to aligned memory, as load_group.
-template <class U>
-KOKKOS_INLINE_FUNCTION void store_group(U* to, const U (&x)[kGroup]) {
+/// A local array of N values to aligned memory, as load_group.
+template <class U, std::size_t N>
+KOKKOS_INLINE_FUNCTION void store_group(U* to, const U (&x)[N]) {
 #if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  constexpr std::size_t B = kGroup * sizeof(U);
-  using W = std::conditional_t<B % 16 == 0, Word16, Word8>;
+  using W = GroupWord<U, N>;
+  constexpr std::size_t B = N * sizeof(U);
   W w[B / sizeof(W)];
   __builtin_memcpy(w, x, B);
   for (std::size_t h = 0; h < B / sizeof(W); ++h) reinterpret_cast<W*>(to)[h] = w[h];
 #else
-  for (std::size_t c = 0; c < kGroup; ++c) to[c] = x[c];
+  for (std::size_t c = 0; c < N; ++c) to[c] = x[c];
 #endif
 }
-/// The byte alignment load_group and store_group need for kGroup values of type U.
-template <class U>
-inline constexpr std::size_t group_align_v = kGroup * sizeof(U) % 16 == 0 ? 16 : 8;
 
 /// Stores 4 bytes as one 4-byte word (to is 4-byte aligned).
 KOKKOS_INLINE_FUNCTION void move_bytes4(unsigned char* to, const unsigned char* from) {
@@ -393,197 +456,315 @@ KOKKOS_INLINE_FUNCTION void move_bytes4(unsigned char* to, const unsigned char* 
 /// Bytes per element on a 2- or 4-byte wire.
 KOKKOS_INLINE_FUNCTION std::size_t wire_width(Wire w) { return w == Wire::fp32 ? 4 : 2; }
 
-/// Group g of a pack on a 2- or 4-byte wire.
-template <ElemKind K>
-KOKKOS_INLINE_FUNCTION void pack_group(Wire w, unsigned char* sec, const typename ElemOps<K>::T* src, const RunDiv& r,
-                                       std::size_t n, std::size_t g) {
-  using T = typename ElemOps<K>::T;
+/// Groups per thread of the group schedule, at most (DeviceTuning::groups
+/// picks 1 to kGroupsMax): thread t takes groups t, t + T, t + 2T, ... (T
+/// threads), loads all of its groups' aligned words before it stores any, so
+/// that each thread has several 16-byte loads in flight.
+inline constexpr std::size_t kGroupsMax = 4;
+
+/// Where group g's elements lie in src when it can move as words: its index,
+/// else ~0 (past the end, across runs, or unaligned).
+template <class T>
+KOKKOS_INLINE_FUNCTION std::size_t group_at(const T* p, const RunDiv& r, std::size_t n, std::size_t g) {
   const std::size_t e0 = g * kGroup;
-  const std::size_t i0 = e0 + kGroup <= n ? r.run_of(e0, kGroup) : ~std::size_t(0);
+  if (e0 + kGroup > n) return ~std::size_t(0);
+  const std::size_t i = r.run_of(e0, kGroup);
+  return i != ~std::size_t(0) && aligned_to(p + i, group_align_v<T>) ? i : ~std::size_t(0);
+}
+
+/// Groups g0, g0 + step, ... (`count` of them, at most kGroupsMax, those
+/// below `groups`) of a pack on a 2- or 4-byte wire.
+template <ElemKind K>
+KOKKOS_INLINE_FUNCTION void pack_groups(Wire w, unsigned char* sec, const typename ElemOps<K>::T* src, const RunDiv& r,
+                                        std::size_t n, std::size_t groups, std::size_t g0, std::size_t step,
+                                        std::size_t count, bool hw) {
+  using T = typename ElemOps<K>::T;
   const std::size_t wb = wire_width(w);
-  if (i0 != ~std::size_t(0) && aligned_to(src + i0, group_align_v<T>) && aligned_to(sec + e0 * wb, 16)) {
-    T x[kGroup];
-    load_group(x, src + i0);
-    if (w == Wire::fp32) {
+  T x[kGroupsMax][kGroup]{};  // initialized: GCC cannot see that the stores read only what the loads wrote
+  std::size_t at[kGroupsMax];
+  DSP_DEVICE_UNROLL
+  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+    const std::size_t g = g0 + u * step;
+    at[u] = u < count && g < groups && aligned_to(sec + g * kGroup * wb, 16) ? group_at(src, r, n, g) : ~std::size_t(0);
+    if (at[u] != ~std::size_t(0)) load_group(x[u], src + at[u]);
+  }
+  DSP_DEVICE_UNROLL
+  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+    const std::size_t g = g0 + u * step, e0 = g * kGroup;
+    if (u >= count || g >= groups) continue;
+    if (at[u] == ~std::size_t(0)) {
+      for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e) put_wire(w, sec, e, ElemOps<K>::load(src[r.index(e)]));
+    } else if (w == Wire::fp32) {
       float f[kGroup];
-      for (std::size_t c = 0; c < kGroup; ++c) f[c] = ElemOps<K>::load(x[c]);
+      for (std::size_t c = 0; c < kGroup; ++c) f[c] = ElemOps<K>::load(x[u][c]);
       store_group(reinterpret_cast<float*>(sec) + e0, f);
     } else {
       std::uint16_t h[kGroup];
-      for (std::size_t c = 0; c < kGroup; ++c) {
-        const float v = ElemOps<K>::load(x[c]);
-        h[c] = w == Wire::bf16 ? wire::to_bf16(v) : wire::to_fp16(v);
-      }
+      for (std::size_t c = 0; c < kGroup; ++c) h[c] = cvt_half(w, ElemOps<K>::load(x[u][c]), hw);
       store_group(reinterpret_cast<std::uint16_t*>(sec) + e0, h);
     }
-    return;
   }
-  for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e) put_wire(w, sec, e, ElemOps<K>::load(src[r.index(e)]));
 }
 
-/// Group g of an unpack, any wire (fp8: a group lies in one block, kGroup divides kFp8Block).
+/// Groups of an unpack, any wire, as pack_groups (fp8: a group lies in one
+/// block, kGroup divides kFp8Block).
 template <ElemKind K>
-KOKKOS_INLINE_FUNCTION void unpack_group(Wire w, typename ElemOps<K>::T* dst, const RunDiv& r, const unsigned char* sec,
-                                         std::size_t n, std::size_t g) {
+KOKKOS_INLINE_FUNCTION void unpack_groups(Wire w, typename ElemOps<K>::T* dst, const RunDiv& r,
+                                          const unsigned char* sec, std::size_t n, std::size_t groups, std::size_t g0,
+                                          std::size_t step, std::size_t count) {
   using T = typename ElemOps<K>::T;
   static_assert(kFp8Block % kGroup == 0);
-  const std::size_t e0 = g * kGroup, nb = (n + kFp8Block - 1) / kFp8Block;
+  const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
   const bool fp8 = w == Wire::fp8_e4m3;
-  const double inverse = fp8 ? wire::fp8_inverse(load_f32(sec + 4 * (e0 / kFp8Block))) : 1.0;
   const unsigned char* codes = sec + 4 * nb;
-  auto value = [&](std::size_t e) { return fp8 ? wire::from_fp8(codes[e], inverse) : get_wire(w, sec, e); };
-  const std::size_t i0 = e0 + kGroup <= n ? r.run_of(e0, kGroup) : ~std::size_t(0);
-  if (i0 != ~std::size_t(0) && aligned_to(dst + i0, group_align_v<T>) &&
-      aligned_to(fp8 ? codes + e0 : sec + e0 * wire_width(w), fp8 ? 8 : 16)) {
-    T x[kGroup];
-    if (fp8) {
-      unsigned char c8[kGroup];
-      load_group(c8, codes + e0);
-      for (std::size_t c = 0; c < kGroup; ++c) x[c] = ElemOps<K>::store(wire::from_fp8(c8[c], inverse));
-    } else if (w == Wire::fp32) {
-      float f[kGroup];
-      load_group(f, reinterpret_cast<const float*>(sec) + e0);
-      for (std::size_t c = 0; c < kGroup; ++c) x[c] = ElemOps<K>::store(f[c]);
-    } else {
-      std::uint16_t h[kGroup];
-      load_group(h, reinterpret_cast<const std::uint16_t*>(sec) + e0);
-      for (std::size_t c = 0; c < kGroup; ++c)
-        x[c] = ElemOps<K>::store(w == Wire::bf16 ? wire::from_bf16(h[c]) : wire::from_fp16(h[c]));
-    }
-    store_group(dst + i0, x);
-    return;
+  // The wire's words of each group: 8 codes (8 bytes), 8 halves (16) or 8 floats (2 x 16).
+  std::uint16_t h[kGroupsMax][kGroup]{};  // initialized: as pack_groups' x
+  float f[kGroupsMax][kGroup]{};
+  unsigned char c8[kGroupsMax][kGroup]{};
+  std::size_t at[kGroupsMax];
+  DSP_DEVICE_UNROLL
+  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+    const std::size_t g = g0 + u * step, e0 = g * kGroup;
+    const bool in = u < count && g < groups && aligned_to(fp8 ? codes + e0 : sec + e0 * wire_width(w), fp8 ? 8 : 16);
+    at[u] = in ? group_at(dst, r, n, g) : ~std::size_t(0);
+    if (at[u] == ~std::size_t(0)) continue;
+    if (fp8) load_group(c8[u], codes + e0);
+    else if (w == Wire::fp32) load_group(f[u], reinterpret_cast<const float*>(sec) + e0);
+    else load_group(h[u], reinterpret_cast<const std::uint16_t*>(sec) + e0);
   }
-  for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e) dst[r.index(e)] = ElemOps<K>::store(value(e));
+  DSP_DEVICE_UNROLL
+  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+    const std::size_t g = g0 + u * step, e0 = g * kGroup;
+    if (u >= count || g >= groups) continue;
+    const double inverse = fp8 ? wire::fp8_inverse(load_f32(sec + 4 * (e0 / kFp8Block))) : 1.0;
+    if (at[u] == ~std::size_t(0)) {
+      for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e)
+        dst[r.index(e)] = ElemOps<K>::store(fp8 ? wire::from_fp8(codes[e], inverse) : get_wire(w, sec, e));
+      continue;
+    }
+    T x[kGroup];
+    for (std::size_t c = 0; c < kGroup; ++c) {
+      const float v = fp8               ? wire::from_fp8(c8[u][c], inverse)
+                      : w == Wire::fp32 ? f[u][c]
+                      : w == Wire::bf16 ? wire::from_bf16(h[u][c])
+                                        : wire::from_fp16(h[u][c]);
+      x[c] = ElemOps<K>::store(v);
+    }
+    store_group(dst + at[u], x);
+  }
 }
 
-/// Group g of the own block on a 2- or 4-byte wire: src along sr to dst along dr.
+/// Groups of the own block on a 2- or 4-byte wire, src along sr to dst along
+/// dr, as pack_groups.
 template <ElemKind K>
-KOKKOS_INLINE_FUNCTION void round_group(Wire w, typename ElemOps<K>::T* dst, const RunDiv& dr,
-                                        const typename ElemOps<K>::T* src, const RunDiv& sr, std::size_t n,
-                                        std::size_t g) {
+KOKKOS_INLINE_FUNCTION void round_groups(Wire w, typename ElemOps<K>::T* dst, const RunDiv& dr,
+                                         const typename ElemOps<K>::T* src, const RunDiv& sr, std::size_t n,
+                                         std::size_t groups, std::size_t g0, std::size_t step, std::size_t count,
+                                         bool hw) {
   using T = typename ElemOps<K>::T;
   using Op = ElemOps<K>;
-  const std::size_t e0 = g * kGroup;
-  const bool whole = e0 + kGroup <= n;
-  const std::size_t di = whole ? dr.run_of(e0, kGroup) : ~std::size_t(0);
-  const std::size_t si = whole ? sr.run_of(e0, kGroup) : ~std::size_t(0);
-  if (di != ~std::size_t(0) && si != ~std::size_t(0) && aligned_to(dst + di, group_align_v<T>) &&
-      aligned_to(src + si, group_align_v<T>)) {
-    T x[kGroup];
-    load_group(x, src + si);
-    for (std::size_t c = 0; c < kGroup; ++c) x[c] = Op::store(round_wire(w, Op::load(x[c])));
-    store_group(dst + di, x);
-    return;
+  T x[kGroupsMax][kGroup]{};  // initialized: GCC cannot see that the stores read only what the loads wrote
+  std::size_t at[kGroupsMax], to[kGroupsMax];
+  DSP_DEVICE_UNROLL
+  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+    const std::size_t g = g0 + u * step;
+    const bool in = u < count && g < groups;
+    to[u] = in ? group_at(static_cast<const T*>(dst), dr, n, g) : ~std::size_t(0);
+    at[u] = to[u] != ~std::size_t(0) ? group_at(src, sr, n, g) : ~std::size_t(0);
+    if (at[u] != ~std::size_t(0)) load_group(x[u], src + at[u]);
   }
-  for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e)
-    dst[dr.index(e)] = Op::store(round_wire(w, Op::load(src[sr.index(e)])));
+  DSP_DEVICE_UNROLL
+  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+    const std::size_t g = g0 + u * step, e0 = g * kGroup;
+    if (u >= count || g >= groups) continue;
+    if (at[u] == ~std::size_t(0)) {
+      for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e)
+        dst[dr.index(e)] = Op::store(round_wire(w, Op::load(src[sr.index(e)]), hw));
+      continue;
+    }
+    for (std::size_t c = 0; c < kGroup; ++c) x[u][c] = Op::store(round_wire(w, Op::load(x[u][c]), hw));
+    store_group(dst + to[u], x[u]);
+  }
 }
 
-/// Launches body(g) for every group of n elements.
+/// The group kernels' bodies: named functors, not lambdas (as the block
+/// functors below: nvcc's extended lambdas must not be called inside another
+/// function on the host).
+template <ElemKind K>
+struct PackGroups {
+  Wire w;
+  unsigned char* sec;
+  const typename ElemOps<K>::T* src;
+  RunDiv r;
+  std::size_t n;
+  bool hw;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t groups, std::size_t g0, std::size_t step,
+                                         std::size_t count) const {
+    pack_groups<K>(w, sec, src, r, n, groups, g0, step, count, hw);
+  }
+};
+template <ElemKind K>
+struct UnpackGroups {
+  Wire w;
+  typename ElemOps<K>::T* dst;
+  RunDiv r;
+  const unsigned char* sec;
+  std::size_t n;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t groups, std::size_t g0, std::size_t step,
+                                         std::size_t count) const {
+    unpack_groups<K>(w, dst, r, sec, n, groups, g0, step, count);
+  }
+};
+template <ElemKind K>
+struct RoundGroups {
+  Wire w;
+  typename ElemOps<K>::T* dst;
+  RunDiv dr;
+  const typename ElemOps<K>::T* src;
+  RunDiv sr;
+  std::size_t n;
+  bool hw;
+  KOKKOS_INLINE_FUNCTION void operator()(std::size_t groups, std::size_t g0, std::size_t step,
+                                         std::size_t count) const {
+    round_groups<K>(w, dst, dr, src, sr, n, groups, g0, step, count, hw);
+  }
+};
+
+/// Launches body(groups, g0, step, count) over the `groups` groups of n
+/// elements: thread g0 takes `count` groups (DeviceTuning::groups) g0, g0 +
+/// step, ...
 template <class Exec, class Body>
 void for_groups(const Exec& exec, std::size_t n, const Body& body) {
-  Kokkos::parallel_for("dsp::wire_groups",
-                       Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, (n + kGroup - 1) / kGroup),
-                       body);
+  const std::size_t groups = (n + kGroup - 1) / kGroup;
+  std::size_t count = device_tuning().groups;
+  count = count < 1 ? 1 : count > kGroupsMax ? kGroupsMax : count;
+  const std::size_t threads = (groups + count - 1) / count;
+  Kokkos::parallel_for(
+      "dsp::wire_groups", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, threads),
+      KOKKOS_LAMBDA(std::size_t t) { body(groups, t, threads, count); });
 }
 
-/// fp8 blocks per team and vector lanes per block: 8 and 32 on a device, 1 and 1 on the host.
+/// Threads per fp8 block of the fp8 lane kernels: a warp (32 lanes, each
+/// kFp8Block / 32 consecutive elements in registers, the block's largest
+/// value by warp shuffles) on CUDA devices; one thread per block elsewhere
+/// (the host, where the tests run this schedule, and other devices).
 template <class Exec>
-Kokkos::TeamPolicy<Exec> fp8_lane_teams(const Exec& exec, std::size_t blocks, std::size_t& per_team) {
-  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
-    per_team = 1;
-    return Kokkos::TeamPolicy<Exec>(exec, int(blocks), 1, 1);
-  } else {
-    per_team = 8;
-    return Kokkos::TeamPolicy<Exec>(exec, int((blocks + 7) / 8), 8, 32);
-  }
-}
-/// Elements per vector lane of an fp8 block.
-inline constexpr std::size_t kFp8Lane = kFp8Block / 32;
+inline constexpr std::size_t fp8_lanes_v =
+#if defined(KOKKOS_ENABLE_CUDA)
+    std::is_same_v<Exec, Kokkos::Cuda> ? 32 :
+#endif
+                                       1;
 
-/// The fp8 block of thread group (team member) m of fp8_lane_teams, and its
-/// elements [e0, e1); false past the last block.
-template <class Member>
-KOKKOS_INLINE_FUNCTION bool fp8_lane_block(const Member& m, std::size_t per, std::size_t n, std::size_t& b,
-                                           std::size_t& e0, std::size_t& e1) {
-  b = std::size_t(m.league_rank()) * per + std::size_t(m.team_rank());
-  e0 = b * kFp8Block;
-  e1 = e0 + kFp8Block < n ? e0 + kFp8Block : n;
-  return e0 < n;
-}
-
-/// The largest finite |x| of block [e0, e1) along r, reduced by the vector lanes of m.
-template <ElemKind K, class Member>
-KOKKOS_INLINE_FUNCTION float lanes_amax(const Member& m, const typename ElemOps<K>::T* src, const RunDiv& r,
-                                        std::size_t e0, std::size_t e1) {
-  float amax = 0;
-  Kokkos::parallel_reduce(
-      Kokkos::ThreadVectorRange(m, 32),
-      [&](int l, float& a) {
-    const std::size_t f = e0 + std::size_t(l) * kFp8Lane;  // the lane's first element
-    const std::size_t i0 = f + kFp8Lane <= e1 ? r.run_of(f, kFp8Lane) : ~std::size_t(0);
-    for (std::size_t c = 0; c < kFp8Lane; ++c) {
-      const std::size_t e = f + c;
-      if (e >= e1) break;
-      const float x = ElemOps<K>::load(src[i0 != ~std::size_t(0) ? i0 + c : r.index(e)]);
-      const float v = x < 0 ? -x : x;
-      if (wire::finite(x) && v > a) a = v;
+/// The largest of the L lanes' values (consecutive threads of a warp).
+template <std::size_t L>
+KOKKOS_INLINE_FUNCTION float lanes_max(float a) {
+  if constexpr (L > 1) {
+#if defined(__CUDA_ARCH__)
+    for (unsigned k = L / 2; k > 0; k /= 2) {
+      const float o = __shfl_xor_sync(0xffffffffu, a, k, int(L));
+      a = o > a ? o : a;
     }
-      },
-      Kokkos::Max<float>(amax));
-  return amax;
+#endif
+  }
+  return a;
 }
 
+/// Lane `i` of the fp8 lane kernels: block b = i / L, its elements [e0, e0 +
+/// count) of n, loaded along r into x (zeros past count); returns the
+/// block's largest finite |x| over all its lanes. Every lane of a warp calls
+/// it (the shuffles), lanes past the end with count 0.
+template <ElemKind K, std::size_t L, std::size_t E>
+KOKKOS_INLINE_FUNCTION float fp8_lane_load(float (&x)[E], const typename ElemOps<K>::T* src, const RunDiv& r,
+                                           std::size_t n, std::size_t i, std::size_t& e0, std::size_t& count) {
+  using T = typename ElemOps<K>::T;
+#if defined(__CUDA_ARCH__)
+  // The shuffles need each warp to be L consecutive indices: Kokkos' CUDA
+  // RangePolicy launches blocks of (1, multiple of 32) threads, index =
+  // threadIdx.y + blockDim.y * blockIdx.x. Stop rather than mix blocks.
+  if constexpr (L > 1)
+    if (blockDim.x != 1 || blockDim.y % L != 0)
+      Kokkos::abort("dsp: the fp8 lane kernel needs blocks of whole warps (Kokkos' CUDA RangePolicy layout)");
+#endif
+  const std::size_t b = i / L, end = (b + 1) * kFp8Block < n ? (b + 1) * kFp8Block : n;
+  e0 = b * kFp8Block + (i % L) * E;
+  count = e0 < end ? (end - e0 < E ? end - e0 : E) : 0;
+  const std::size_t i0 = count == E ? r.run_of(e0, E) : ~std::size_t(0);
+  if (i0 != ~std::size_t(0) && aligned_to(src + i0, group_align_v<T, E>)) {
+    T v[E];
+    load_group(v, src + i0);
+    for (std::size_t c = 0; c < E; ++c) x[c] = ElemOps<K>::load(v[c]);
+  } else {
+    for (std::size_t c = 0; c < E; ++c) x[c] = c < count ? ElemOps<K>::load(src[r.index(e0 + c)]) : 0.0f;
+  }
+  float a = 0;
+  for (std::size_t c = 0; c < E; ++c) {
+    const float v = x[c] < 0 ? -x[c] : x[c];
+    a = wire::finite(x[c]) && v > a ? v : a;
+  }
+  return lanes_max<L>(a);
+}
+
+/// The fp8 pack (DeviceKernels::tuned): each lane loads its elements once,
+/// the block's scale comes from the lanes' shuffles, each lane encodes from
+/// its registers (pairs by cvt_e4m3x2) and stores its codes as one word.
 template <ElemKind K, class Exec>
 void pack_fp8_lanes(const Exec& exec, unsigned char* sec, const typename ElemOps<K>::T* src, Runs runs, std::size_t n) {
+  constexpr std::size_t L = fp8_lanes_v<Exec>, E = kFp8Block / L;
+  static_assert(E % 2 == 0 && kFp8Block % L == 0);
   const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
   const RunDiv r = RunDiv::make(runs, n);
-  std::size_t per = 1;
-  const auto policy = fp8_lane_teams(exec, nb, per);
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  const bool hw = device_tuning().hardware_convert;
   Kokkos::parallel_for(
-      "dsp::wire_pack_fp8_lanes", policy, KOKKOS_LAMBDA(const Member& m) {
-        std::size_t b, e0, e1;
-        if (!fp8_lane_block(m, per, n, b, e0, e1)) return;
-        const wire::Fp8Scale s = wire::fp8_scale(lanes_amax<K>(m, src, r, e0, e1));
-        Kokkos::single(Kokkos::PerThread(m), [&] { store_f32(sec + 4 * b, s.amax); });
+      "dsp::wire_pack_fp8_lanes", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, nb * L),
+      KOKKOS_LAMBDA(std::size_t i) {
+        float x[E];
+        std::size_t e0, count;
+        const wire::Fp8Scale s = wire::fp8_scale(fp8_lane_load<K, L, E>(x, src, r, n, i, e0, count));
+        if (i % L == 0) store_f32(sec + 4 * (i / L), s.amax);
         unsigned char* codes = sec + 4 * nb;
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, 32), [&](int l) {
-          const std::size_t a = e0 + std::size_t(l) * kFp8Lane;
-          if (a >= e1) return;
-          const std::size_t i0 = a + kFp8Lane <= e1 ? r.run_of(a, kFp8Lane) : ~std::size_t(0);
-          if (i0 != ~std::size_t(0) && aligned_to(codes + a, 4)) {
-            unsigned char c4[kFp8Lane];
-            for (std::size_t c = 0; c < kFp8Lane; ++c) c4[c] = wire::to_fp8(ElemOps<K>::load(src[i0 + c]), s.scale);
-            move_bytes4(codes + a, c4);
-            return;
-          }
-          for (std::size_t e = a; e < a + kFp8Lane && e < e1; ++e)
-            codes[e] = wire::to_fp8(ElemOps<K>::load(src[r.index(e)]), s.scale);
-        });
+        unsigned char c8[E];
+        for (std::size_t c = 0; c < E; c += 2) {
+          const std::uint16_t p = fp8_pair(x[c], x[c + 1], s.scale, hw);
+          c8[c] = static_cast<unsigned char>(p & 0xffu), c8[c + 1] = static_cast<unsigned char>(p >> 8);
+        }
+        if (count == E && aligned_to(codes + e0, group_align_v<unsigned char, E>)) {
+          store_group(codes + e0, c8);
+        } else {
+          for (std::size_t c = 0; c < count; ++c) codes[e0 + c] = c8[c];
+        }
       });
 }
 
+/// The own block on the fp8 wire, as pack_fp8_lanes: each lane decodes its
+/// codes and stores them along the destination's runs.
 template <ElemKind K, class Exec>
 void round_fp8_lanes(const Exec& exec, typename ElemOps<K>::T* dst, const typename ElemOps<K>::T* src,
                      const CopyTask& t) {
+  using T = typename ElemOps<K>::T;
   using Op = ElemOps<K>;
+  constexpr std::size_t L = fp8_lanes_v<Exec>, E = kFp8Block / L;
   const std::size_t n = t.elems, nb = (n + kFp8Block - 1) / kFp8Block;
   const RunDiv dr = RunDiv::make(t.dst, n), sr = RunDiv::make(t.src, n);
-  std::size_t per = 1;
-  const auto policy = fp8_lane_teams(exec, nb, per);
-  using Member = typename Kokkos::TeamPolicy<Exec>::member_type;
+  const bool hw = device_tuning().hardware_convert;
   Kokkos::parallel_for(
-      "dsp::wire_round_fp8_lanes", policy, KOKKOS_LAMBDA(const Member& m) {
-        std::size_t b, e0, e1;
-        if (!fp8_lane_block(m, per, n, b, e0, e1)) return;
-        const wire::Fp8Scale k = wire::fp8_scale(lanes_amax<K>(m, src, sr, e0, e1));
+      "dsp::wire_round_fp8_lanes", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, nb * L),
+      KOKKOS_LAMBDA(std::size_t i) {
+        float x[E];
+        std::size_t e0, count;
+        const wire::Fp8Scale k = wire::fp8_scale(fp8_lane_load<K, L, E>(x, src, sr, n, i, e0, count));
         const double inverse = wire::fp8_inverse(k.amax);
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(m, 32), [&](int l) {
-          const std::size_t a = e0 + std::size_t(l) * kFp8Lane;
-          for (std::size_t e = a; e < a + kFp8Lane && e < e1; ++e)
-            dst[dr.index(e)] = Op::store(wire::from_fp8(wire::to_fp8(Op::load(src[sr.index(e)]), k.scale), inverse));
-        });
+        T y[E];
+        for (std::size_t c = 0; c < E; c += 2) {
+          const std::uint16_t p = fp8_pair(x[c], x[c + 1], k.scale, hw);
+          y[c] = Op::store(wire::from_fp8(static_cast<std::uint8_t>(p & 0xffu), inverse));
+          y[c + 1] = Op::store(wire::from_fp8(static_cast<std::uint8_t>(p >> 8), inverse));
+        }
+        const std::size_t d0 = count == E ? dr.run_of(e0, E) : ~std::size_t(0);
+        if (d0 != ~std::size_t(0) && aligned_to(dst + d0, group_align_v<T, E>)) {
+          store_group(dst + d0, y);
+        } else {
+          for (std::size_t c = 0; c < count; ++c) dst[dr.index(e0 + c)] = y[c];
+        }
       });
 }
 
@@ -650,9 +831,8 @@ void wire_pack_as(const Exec& exec, Wire w, unsigned char* sec, const void* src_
     if (sched == kElements) return pack_elements<K>(exec, w, sec, src, runs, n);
     if (sched == kGroups) {
       if (w == Wire::fp8_e4m3) return pack_fp8_lanes<K>(exec, sec, src, runs, n);
-      const RunDiv r = RunDiv::make(runs, n);
-      return for_groups(
-          exec, n, KOKKOS_LAMBDA(std::size_t g) { pack_group<K>(w, sec, src, r, n, g); });
+      return for_groups(exec, n,
+                        PackGroups<K>{w, sec, src, RunDiv::make(runs, n), n, device_tuning().hardware_convert});
     }
   }
   for_blocks(exec, n, PackBlocks<K>{w, sec, n, src, runs});
@@ -668,9 +848,7 @@ void wire_unpack_as(const Exec& exec, Wire w, void* dst_ptr, Runs runs, const un
   if constexpr (Force != kBySpace || !is_host_exec_v<Exec>) {
     if (sched == kElements) return unpack_elements<K>(exec, w, dst, runs, sec, n);
     if (sched == kGroups) {
-      const RunDiv r = RunDiv::make(runs, n);
-      return for_groups(
-          exec, n, KOKKOS_LAMBDA(std::size_t g) { unpack_group<K>(w, dst, r, sec, n, g); });
+      return for_groups(exec, n, UnpackGroups<K>{w, dst, RunDiv::make(runs, n), sec, n});
     }
   }
   for_blocks(exec, n, UnpackBlocks<K>{w, dst, runs, sec, n});
@@ -689,9 +867,9 @@ void wire_round_as(const Exec& exec, Wire w, void* dst_ptr, const void* src_ptr,
     if (sched == kElements) return round_elements<K>(exec, w, dst, src, t);
     if (sched == kGroups) {
       if (w == Wire::fp8_e4m3) return round_fp8_lanes<K>(exec, dst, src, t);
-      const RunDiv dr = RunDiv::make(t.dst, n), sr = RunDiv::make(t.src, n);
-      return for_groups(
-          exec, n, KOKKOS_LAMBDA(std::size_t g) { round_group<K>(w, dst, dr, src, sr, n, g); });
+      return for_groups(exec, n,
+                        RoundGroups<K>{w, dst, RunDiv::make(t.dst, n), src, RunDiv::make(t.src, n), n,
+                                       device_tuning().hardware_convert});
     }
   }
   for_blocks(exec, n, RoundBlocks<K>{w, dst, t.dst, src, t.src, n});

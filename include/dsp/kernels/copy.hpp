@@ -3,6 +3,7 @@
 // patterns (plan/tasks.hpp), on the tensor's execution space.
 #pragma once
 
+#include <dsp/kernels/tuning.hpp>
 #include <dsp/plan/tasks.hpp>
 #include <dsp/settings.hpp>
 
@@ -450,9 +451,13 @@ void copy_runs_segments(const Exec& exec, unsigned char* dst, const unsigned cha
 // range on both sides and its index arithmetic is done once per thread, not
 // per word; shorter pieces are packed whole into tiles and each word finds its
 // piece with Divisor's multiply. Each thread loads its U words (up to 16 bytes
-// each) before it stores any. The launch covers about one wave of the device
-// and walks the tiles grid-stride, each thread moving forward through the
-// task table (no search per word or per tile). Contiguous tasks of at least
+// each) before it stores any. The launch has a virtual team per tile, which
+// finds its task by a binary search in the table's prefix (once per thread
+// per tile), and the hardware's block scheduler balances the tiles; with
+// DeviceTuning::waves (tuning.hpp) it is about that many waves of threads
+// walking the tiles grid-stride, each thread moving forward through the task
+// table. (One wave was the 2026-11-27 form: ncu showed its blocks did not
+// all fit at once, 2.29 waves, the last a third full.) Contiguous tasks of at least
 // kEngineBytes go to the copy engine. The table is small (a few words per
 // task) and cached as the other schedules' are.
 
@@ -490,9 +495,11 @@ inline bool tile_tasks(std::span<const CopyTask> tasks, std::size_t elem_bytes, 
     if (to_engine(t)) engine.push_back(&t);
     else ++n, total += t.elems * elem_bytes / word;
   }
-  // Words per thread: all kTileUnroll from about two waves of full tiles up.
+  // Words per thread: all kTileUnroll (or DeviceTuning::unroll) from about
+  // two waves of full tiles up; fewer below, so that small calls still spread.
+  const std::size_t most = device_tuning().unroll < kTileUnroll ? device_tuning().unroll : kTileUnroll;
   std::size_t unroll = total / (kTileThreads * 2048);
-  unroll = unroll < 1 ? 1 : unroll > kTileUnroll ? kTileUnroll : unroll;
+  unroll = unroll < 1 ? 1 : unroll > most ? most : unroll;
   const std::size_t tw = kTileThreads * unroll;
   const bool small = total < (std::size_t(1) << 32);
   table.assign(2 + n + 1 + n * per, 0);
@@ -530,26 +537,61 @@ inline bool tile_tasks(std::span<const CopyTask> tasks, std::size_t elem_bytes, 
   return all_long;
 }
 
+/// A word of the tile kernel loaded and stored, plain or (`Stream`, 16-byte
+/// words on CUDA devices) with the streaming cache hint: evict first, as data
+/// a copy touches once.
+template <bool Stream, class Word>
+KOKKOS_INLINE_FUNCTION Word tile_load(const Word* p) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (Stream && std::is_same_v<Word, Word16>) {
+    const int4 v = __ldcs(reinterpret_cast<const int4*>(p));
+    Word w;
+    __builtin_memcpy(&w, &v, sizeof w);
+    return w;
+  }
+#endif
+  return *p;
+}
+template <bool Stream, class Word>
+KOKKOS_INLINE_FUNCTION void tile_store(Word* p, const Word& w) {
+#if defined(__CUDA_ARCH__)
+  if constexpr (Stream && std::is_same_v<Word, Word16>) {
+    int4 v;
+    __builtin_memcpy(&v, &w, sizeof v);
+    __stcs(reinterpret_cast<int4*>(p), v);
+    return;
+  }
+#endif
+  *p = w;
+}
+
 /// `AllLong`: every task has long pieces (the kernel then has no short-piece
 /// branch, and needs fewer registers: 130 per thread with it, measured).
-template <class Word, bool AllLong, class Exec>
+/// `teams`: virtual teams of the launch, each walking the tiles grid-stride
+/// from its first (`tiles` of them: one tile each).
+template <class Word, bool AllLong, bool Stream, class Exec>
 void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src, const std::size_t* table,
-                  std::size_t n, std::size_t tw, std::size_t tiles) {
+                  std::size_t n, std::size_t tw, std::size_t tiles, std::size_t teams) {
   Word* out = reinterpret_cast<Word*>(dst);
   const Word* in = reinterpret_cast<const Word*>(src);
   const std::size_t* prefix = table + 2;
   const TileTask* tt = reinterpret_cast<const TileTask*>(table + 2 + n + 1);
   const std::size_t unroll = tw / kTileThreads;
-  // About one wave: as many virtual teams as the device runs threads at once.
-  std::size_t teams = std::size_t(exec.concurrency()) / kTileThreads;
-  teams = teams < 1 ? 1 : teams > tiles ? tiles : teams;
   Kokkos::parallel_for(
       "dsp::copy_runs_tiles", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, teams * kTileThreads),
       KOKKOS_LAMBDA(std::size_t i) {
         const std::size_t lane = i % kTileThreads;
-        std::size_t k = 0, end = prefix[1];
-        TileTask t = tt[0];
-        for (std::size_t tile = i / kTileThreads; tile < tiles; tile += teams) {
+        std::size_t tile = i / kTileThreads;
+        // The task of the first tile, by binary search (prefix[k] <= tile < prefix[k + 1]).
+        std::size_t k = 0, hi = n;
+        while (hi - k > 1) {
+          const std::size_t mid = k + (hi - k) / 2;
+          if (prefix[mid] <= tile) k = mid;
+          else hi = mid;
+        }
+        std::size_t end = prefix[k + 1];
+        TileTask t = tt[k];
+        for (; tile < tiles; tile += teams) {
           while (tile >= end) end = prefix[++k + 1], t = tt[k];
           const std::size_t j = tile - prefix[k];
           const std::size_t P = t.piece.d;
@@ -563,12 +605,12 @@ void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src
             DSP_DEVICE_UNROLL
             for (std::size_t u = 0; u < kTileUnroll; ++u) {
               const std::size_t w = lane + u * kTileThreads;
-              if (u < unroll && w < len) v[u] = in[s0 + w];
+              if (u < unroll && w < len) v[u] = tile_load<Stream>(in + s0 + w);
             }
             DSP_DEVICE_UNROLL
             for (std::size_t u = 0; u < kTileUnroll; ++u) {
               const std::size_t w = lane + u * kTileThreads;
-              if (u < unroll && w < len) out[d0 + w] = v[u];
+              if (u < unroll && w < len) tile_store<Stream>(out + d0 + w, v[u]);
             }
             continue;
           }
@@ -588,7 +630,7 @@ void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src
               if (u < unroll && w < len) {
                 std::size_t d, s;
                 at(w, d, s);
-                v[u] = in[s];
+                v[u] = tile_load<Stream>(in + s);
               }
             }
             DSP_DEVICE_UNROLL
@@ -597,7 +639,7 @@ void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src
               if (u < unroll && w < len) {
                 std::size_t d, s;
                 at(w, d, s);
-                out[d] = v[u];
+                tile_store<Stream>(out + d, v[u]);
               }
             }
           }
@@ -621,18 +663,37 @@ void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* 
   if (n == 0) return;
   const std::size_t tw = table[1], tiles = table[2 + n];
   const std::size_t* dev = task_table_cache<typename Exec::memory_space>().get(exec, table);
-  auto launch = [&](auto long_only) {
-    constexpr bool L = decltype(long_only)::value;
+  // The grid (DeviceTuning::waves): a virtual team per tile, or about `waves`
+  // waves of the device's threads walking the tiles grid-stride.
+  const DeviceTuning& tuning = device_tuning();
+  std::size_t teams = tiles;
+  if (tuning.waves > 0) {
+    teams = tuning.waves * std::size_t(exec.concurrency()) / kTileThreads;
+    teams = teams < 1 ? 1 : teams > tiles ? tiles : teams;
+  }
+  auto launch = [&](auto long_only, auto stream) {
+    constexpr bool L = decltype(long_only)::value, S = decltype(stream)::value;
     switch (word) {
-      case 16: return launch_tiles<Word16, L>(exec, dst, src, dev, n, tw, tiles);
-      case 8: return launch_tiles<std::uint64_t, L>(exec, dst, src, dev, n, tw, tiles);
-      case 4: return launch_tiles<std::uint32_t, L>(exec, dst, src, dev, n, tw, tiles);
-      case 2: return launch_tiles<std::uint16_t, L>(exec, dst, src, dev, n, tw, tiles);
-      default: return launch_tiles<std::uint8_t, L>(exec, dst, src, dev, n, tw, tiles);
+      case 16: return launch_tiles<Word16, L, S>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 8: return launch_tiles<std::uint64_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 4: return launch_tiles<std::uint32_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 2: return launch_tiles<std::uint16_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
+      default: return launch_tiles<std::uint8_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
     }
   };
-  if (all_long) launch(std::true_type{});
-  else launch(std::false_type{});
+  // Streaming hints only where they mean something (a device).
+  if constexpr (!is_host_exec_v<Exec>) {
+    if (tuning.stream) {
+      if (all_long) launch(std::true_type{}, std::true_type{});
+      else launch(std::false_type{}, std::true_type{});
+      return;
+    }
+  }
+  if (all_long) {
+    launch(std::true_type{}, std::false_type{});
+  } else {
+    launch(std::false_type{}, std::false_type{});
+  }
 }
 
 /// Host tasks of at least this many bytes are written with streaming
