@@ -486,6 +486,41 @@ void add_cut(const std::vector<std::size_t>& g) {
   }
 }
 
+/// A GQA layer's Ulysses switch: Q [B, S, H, d] and K, V [B, S, H_kv, d] from
+/// the sequence (dim 1) to the heads (dim 2), as one batch of different
+/// extents (one agreement, one exchange) against three separate switches.
+void add_gqa(std::size_t b, std::size_t s, std::size_t h, std::size_t hkv, std::size_t d) {
+  using E = std::array<std::size_t, 4>;
+  using S1 = dsp::DistTensor<float, 4, dsp::Sharded<1>, Comm>;
+  using S2 = dsp::DistTensor<float, 4, dsp::Sharded<2>, Comm>;
+  const int n = comm().size();
+  const E q{b, s, h, d}, kv{b, s, hkv, d};
+  const std::string group = "gqa/" + shape_text({b, s, h, d}) + "/kv" + std::to_string(hkv) + "/np" + std::to_string(n);
+  const double bytes = double(S2(comm(), q).local_size() + 2 * S2(comm(), kv).local_size()) * sizeof(float);
+  struct Qkv {
+    S1 q, k, v;
+    S2 qh, kh, vh;
+  };
+  auto tensors = [=] {
+    return std::make_shared<Qkv>(Qkv{S1(comm(), q), S1(comm(), kv), S1(comm(), kv), S2(comm(), q), S2(comm(), kv),
+                                     S2(comm(), kv)});
+  };
+  references()[group] = "three";
+  add(group, "three", bytes, [=] {
+    auto a = tensors();
+    return std::function<void()>([a] {
+      dsp::dynamic_switch<2>(a->q, a->qh);
+      dsp::dynamic_switch<2>(a->k, a->kh);
+      dsp::dynamic_switch<2>(a->v, a->vh);
+    });
+  });
+  add(group, "batch", bytes, [=] {
+    auto a = tensors();
+    return std::function<void()>(
+        [a] { dsp::dynamic_switch<2>(dsp::batch(a->q, a->k, a->v), dsp::batch(a->qh, a->kh, a->vh)); });
+  });
+}
+
 /// One switch on each low-precision wire against the float switch.
 void add_wire(std::size_t per_rank) {
   using X = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
@@ -596,6 +631,10 @@ int main(int argc, char** argv) {
     add_cut({1, 2048, 16, 64});   // 8 MiB
     add_cut({1, 8192, 32, 128});  // 128 MiB
     add_cut({4, 1024, 16, 64});   // 16 MiB, a batch dim: 4 run patterns per peer
+    // GQA (H = 4 H_kv): Q and K, V of different extents in one batch against three switches.
+    add_gqa(1, 64, 8, 2, 16);     // Q 32 KiB, K and V 8 KiB each
+    add_gqa(1, 1024, 16, 4, 64);  // Q 4 MiB, K and V 1 MiB each
+    add_gqa(1, 8192, 32, 8, 128); // Q 128 MiB, K and V 32 MiB each
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

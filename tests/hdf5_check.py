@@ -2,8 +2,9 @@
 # Reads the file test_hdf5 saved (DSP_TEST_H5) with h5py and checks it is
 # the global tensor: dataset "fields/u", float64, extents [7, 5, 6], element
 # (i, j, k) = i * 10000 + j * 100 + k + 0.5, row-major; and "ints/v", int32
-# [9, 4], element (i, j) = i * 100 + j - 50; and "halves/h", float16 [7, 5, 6],
-# element (i, j, k) = (i * 30 + j * 6 + k - 100) / 4.
+# [9, 4], element (i, j) = i * 100 + j - 50; "halves/h", float16 [7, 5, 6],
+# element (i, j, k) = (i * 30 + j * 6 + k - 100) / 4; and "zigzag/u1", saved
+# from a Zigzag<1> tensor (two boxes per rank), five times fields/u.
 import sys
 
 import h5py
@@ -29,4 +30,9 @@ with h5py.File(sys.argv[1], "r") as f:
     i, j, k = np.indices(h.shape)
     bad = np.count_nonzero(h[...].astype(np.float32) != ((i * 30 + j * 6 + k) - 100) * 0.25)
     assert bad == 0, f"{bad} elements of halves/h differ"
-print("h5py: fields/u, ints/v and halves/h are the global tensors")
+    z = f["zigzag/u1"]
+    assert z.shape == (7, 5, 6), z.shape
+    i, j, k = np.indices(z.shape)
+    bad = np.count_nonzero(z[...] != 5 * (i * 10000.0 + j * 100.0 + k + 0.5))
+    assert bad == 0, f"{bad} elements of zigzag/u1 differ"
+print("h5py: fields/u, ints/v, halves/h and zigzag/u1 are the global tensors")

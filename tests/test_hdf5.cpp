@@ -106,6 +106,32 @@ TEST_CASE("hdf5: saved by all ranks, loaded on 1 to n ranks under other layouts 
     dsp::hdf5::load(file, "blocks/u", y);
     CHECK(dsp::count_mismatches(y, [](const E3& g) { return u_of(g) * 3; }) == 0);
   }
+  // Zigzag<D>: each block is two chunks of the dataset (chunks r and 2N-1-r; empty ones past 4 ranks
+  // for dim 1's 5 rows); saved and loaded against Sharded and Blocks, on dims 0 and 1.
+  {
+    dsp::DistTensor<double, 3, dsp::Zigzag<1>, Comm> z{world(), e};
+    dsp::fill(z, [](const E3& g) { return u_of(g) * 5; });
+    dsp::hdf5::save(z, file, "zigzag/u1");
+    CHECK(dsp::count_mismatches(z, [](const E3& g) { return u_of(g) * 5; }) == 0);
+    dsp::DistTensor<double, 3, Sharded<1>, Comm> a{world(), e};
+    dsp::hdf5::load(file, "zigzag/u1", a);
+    CHECK(dsp::count_mismatches(a, [](const E3& g) { return u_of(g) * 5; }) == 0);
+    dsp::DistTensor<double, 3, dsp::Zigzag<0>, Comm> z0{world(), e};
+    dsp::fill(z0, [](const E3&) { return -1.0; });
+    dsp::hdf5::load(file, "zigzag/u1", z0);
+    CHECK(dsp::count_mismatches(z0, [](const E3& g) { return u_of(g) * 5; }) == 0);
+    dsp::hdf5::save(z0, file, "zigzag/u0");
+    dsp::DistTensor<double, 3, dsp::Zigzag<1>, Comm> back{world(), e};
+    dsp::hdf5::load(file, "zigzag/u0", back);
+    CHECK(dsp::count_mismatches(back, [](const E3& g) { return u_of(g) * 5; }) == 0);
+    for (int k = 1; k <= n; ++k) {  // on fewer ranks
+      auto g = first_ranks(k);
+      if (!g) continue;
+      dsp::DistTensor<double, 3, dsp::Zigzag<2>, Comm> w{*g, e};
+      dsp::hdf5::load(file, "zigzag/u0", w);
+      CHECK(dsp::count_mismatches(w, [](const E3& x) { return u_of(x) * 5; }) == 0);
+    }
+  }
   // Saving again into a dataset of the same extents and type replaces it.
   {
     dsp::DistTensor<double, 3, Replicated, Comm> x{world(), e};

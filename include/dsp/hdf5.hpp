@@ -365,15 +365,32 @@ inline Handle collective_transfer() {
 
 /// The hyperslab of this rank's block (or none), in a dataspace of the global extents.
 inline Handle block_space(std::span<const std::size_t> global, std::span<const std::size_t> off,
-                          std::span<const std::size_t> cnt, bool select) {
+                          std::span<const std::size_t> cnt, bool select, std::size_t split = ~std::size_t(0),
+                          std::size_t first = 0, std::size_t second = 0) {
   const std::size_t r = global.size();
   hsize_t g[dsp::kMaxRank], o[dsp::kMaxRank], c[dsp::kMaxRank];
   std::size_t n = 1;
   for (std::size_t d = 0; d < r; ++d) g[d] = global[d], o[d] = off[d], c[d] = cnt[d], n *= cnt[d];
   Handle space(H5Screate_simple(int(r), g, nullptr), H5Sclose);
   if (!space) return space;
-  if (select && n > 0) H5Sselect_hyperslab(space.id, H5S_SELECT_SET, o, nullptr, c, nullptr);
-  else H5Sselect_none(space.id);
+  if (!select || n == 0) {
+    H5Sselect_none(space.id);
+  } else if (split >= r) {
+    H5Sselect_hyperslab(space.id, H5S_SELECT_SET, o, nullptr, c, nullptr);
+  } else {
+    // Two boxes along dim `split` (a Zigzag block): their union, which HDF5
+    // walks in the file's row-major order: the first box's rows come first in
+    // every line along `split`, as in the block (first < second).
+    const hsize_t counts[2] = {hsize_t(first), hsize_t(cnt[split] - first)};
+    const hsize_t offsets[2] = {hsize_t(off[split]), hsize_t(second)};
+    bool any = false;
+    for (int k = 0; k < 2; ++k) {
+      if (counts[k] == 0) continue;
+      c[split] = counts[k], o[split] = offsets[k];
+      H5Sselect_hyperslab(space.id, any ? H5S_SELECT_OR : H5S_SELECT_SET, o, nullptr, c, nullptr);
+      any = true;
+    }
+  }
   return space;
 }
 
@@ -444,6 +461,9 @@ struct HostBlock {
 struct Io {
   dsp::detail::Signature sig;
   std::span<const std::size_t> global, off, cnt;
+  /// A Zigzag<D> block is two boxes along dim `split` (D; ~0: one box): the
+  /// first `first` of its cnt[D] rows from off[D], the others from `second`.
+  std::size_t split = ~std::size_t(0), first = 0, second = 0;
   hid_t type = -1;
   const char* type_text = "";
   HostBlock host;
@@ -479,13 +499,15 @@ void save_io(const World& world, const Io& io, const std::string& file, const st
   const MPI_Comm comm = world.native();
   const std::size_t n = std::size_t(e.port.size()), r = io.global.size();
   // Each distinct block is written by its lowest rank.
-  std::vector<std::size_t> mine(2 * r), all(n * 2 * r);
+  const std::size_t w = 2 * r + 3;  // a rank's boxes: off, cnt, split, first, second
+  std::vector<std::size_t> mine(w), all(n * w);
   std::copy(io.off.begin(), io.off.end(), mine.begin());
   std::copy(io.cnt.begin(), io.cnt.end(), mine.begin() + std::ptrdiff_t(r));
+  mine[2 * r] = io.split, mine[2 * r + 1] = io.first, mine[2 * r + 2] = io.second;
   e.port.control_all_gather(mine.data(), all.data(), mine.size() * sizeof(std::size_t));
   bool writer = true;
   for (int k = 0; k < steps.rank() && writer; ++k)
-    writer = !std::equal(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(std::size_t(k) * 2 * r));
+    writer = !std::equal(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(std::size_t(k) * w));
   // The file: created, or opened when rank 0 sees it exists.
   int there = 0;
   if (steps.rank() == 0) there = ::access(file.c_str(), F_OK) == 0;
@@ -498,7 +520,7 @@ void save_io(const World& world, const Io& io, const std::string& file, const st
                              : "cannot create the file (does its directory exist, and is it writable?)");
   std::size_t total = 1;
   for (std::size_t e : io.global) total *= e;
-  Handle fspace = block_space(io.global, io.off, io.cnt, writer);
+  Handle fspace = block_space(io.global, io.off, io.cnt, writer, io.split, io.first, io.second);
   const std::string path = join_path(parts);
   Handle ds;
   if (exists(f.id, parts, parts.size())) {
@@ -573,7 +595,7 @@ void load_io(const World& world, const Io& io, const std::string& file, const st
   // the 2-core VM of docs/benchmarks.md), else through a host copy. Every
   // check that can fail on good input is made above, before any reading.
   void* host = io.host.get(io.host.self);
-  Handle fspace = block_space(io.global, io.off, io.cnt, true);
+  Handle fspace = block_space(io.global, io.off, io.cnt, true, io.split, io.first, io.second);
   Handle mspace = memory_space(io.cnt, true);
   Handle dxpl = collective_transfer();
   const herr_t r = H5Dread(ds.id, io.type, mspace.id, fspace.id, dxpl.id, host);
@@ -601,6 +623,11 @@ struct TypedIo {
     X::set_layouts(io.sig, x.communicator());
     for (std::size_t a = 0; a < dsp::kMaxAxes; ++a) io.sig.dst_layout[a] = io.sig.src_layout[a];
     io.global = global, io.off = off, io.cnt = cnt;
+    if constexpr (is_zigzag_v<typename X::layout_type>) {  // chunks r and 2N-1-r of dim D
+      dsp::Piece p[2];
+      x.cut().pieces(std::size_t(x.communicator().rank()), p);
+      io.split = X::layout_type::dim, io.first = p[0].count, io.second = p[1].offset;
+    }
     io.type = native_type<T>();
     io.type_text = type_text<T>();
     io.host = {&TypedIo::get, save ? nullptr : &TypedIo::put, this};
@@ -636,9 +663,6 @@ void save(const X& x, const std::string& file, const std::string& dataset,
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename X::layout_type>),
                   "dsp::hdf5::save: a Partial placement holds addends, not the tensor: reduce it first "
                   "(dsp::redistribute to Replicated or Sharded<D>), then save.");
-    static_assert(!is_zigzag_v<typename X::layout_type>,
-                  "dsp::hdf5::save: a Zigzag<D> block is two chunks of the dataset, which dsp::hdf5 does not write "
-                  "yet; redistribute to Sharded<D> (one exchange) first.");
     detail::TypedIo<X> t(x, dsp::detail::Op::hdf5_save, loc, true);
     detail::save_io(detail::world_of(x), t.io, file, dataset, "");
   }
@@ -656,9 +680,6 @@ void load(const std::string& file, const std::string& dataset, Y& y,
     static_assert(!dsp::detail::has_partial(dsp::detail::codes_v<typename Y::layout_type>),
                   "dsp::hdf5::load: a Partial placement holds addends, not the tensor: load into Replicated or "
                   "Sharded<D>.");
-    static_assert(!is_zigzag_v<typename Y::layout_type>,
-                  "dsp::hdf5::load: a Zigzag<D> block is two chunks of the dataset, which dsp::hdf5 does not read into "
-                  "yet; redistribute to Sharded<D> (one exchange) first.");
     detail::TypedIo<Y> t(y, dsp::detail::Op::hdf5_load, loc, false);
     detail::load_io(detail::world_of(y), t.io, file, dataset, "");
   }
