@@ -131,8 +131,9 @@ std::size_t compare_paths(std::mt19937_64& rng, std::size_t eb, std::span<const 
   dsp::detail::copy_runs_tuned(exec, c, src, eb, tasks);
   dsp::detail::copy_runs_segments(exec, e, src, eb, tasks);
   exec.fence();
-  // the tile kernel's other grids (a virtual team per tile; two waves) and shorter tiles
-  for (const auto& knobs : {"waves=0", "waves=2,unroll=3", "waves=0,unroll=1"}) {
+  // the tile kernel's other grids and shorter tiles: a virtual team per tile, and (the host's
+  // concurrency being 1) 1 and 3 teams walking the tiles grid-stride from a binary-searched start
+  for (const auto& knobs : {"waves=0", "waves=2,unroll=3", "waves=0,unroll=1", "waves=1000,unroll=2"}) {
     auto& tuning = dsp::detail::device_tuning();
     const dsp::detail::DeviceTuning saved = tuning;
     tuning = dsp::detail::parse_device_tuning(knobs);

@@ -114,8 +114,9 @@ KOKKOS_INLINE_FUNCTION float round_wire(Wire w, float v) {
 // software conversions do (to nearest even; fp16 to +-inf past 65520, e4m3
 // saturating at +-448) but give a canonical NaN for a NaN: dsp keeps its own
 // NaN (one select). `hw` false (DeviceTuning::hardware_convert), host code, or
-// a device without the instruction: the software conversion. test_convert_kernel
-// compares both over every 4099th float bit pattern on the device.
+// a device without the instruction: the software conversion. test_nccl
+// (tests/device_wire.hpp) compares both on the device over every 257th float
+// bit pattern and the boundaries of each format.
 KOKKOS_INLINE_FUNCTION std::uint16_t cvt_bf16(float f, [[maybe_unused]] bool hw) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if (hw) {
