@@ -502,8 +502,8 @@ void add_gqa(std::size_t b, std::size_t s, std::size_t h, std::size_t hkv, std::
     S2 qh, kh, vh;
   };
   auto tensors = [=] {
-    return std::make_shared<Qkv>(Qkv{S1(comm(), q), S1(comm(), kv), S1(comm(), kv), S2(comm(), q), S2(comm(), kv),
-                                     S2(comm(), kv)});
+    return std::make_shared<Qkv>(
+        Qkv{S1(comm(), q), S1(comm(), kv), S1(comm(), kv), S2(comm(), q), S2(comm(), kv), S2(comm(), kv)});
   };
   references()[group] = "three";
   add(group, "three", bytes, [=] {
@@ -632,9 +632,9 @@ int main(int argc, char** argv) {
     add_cut({1, 8192, 32, 128});  // 128 MiB
     add_cut({4, 1024, 16, 64});   // 16 MiB, a batch dim: 4 run patterns per peer
     // GQA (H = 4 H_kv): Q and K, V of different extents in one batch against three switches.
-    add_gqa(1, 64, 8, 2, 16);     // Q 32 KiB, K and V 8 KiB each
-    add_gqa(1, 1024, 16, 4, 64);  // Q 4 MiB, K and V 1 MiB each
-    add_gqa(1, 8192, 32, 8, 128); // Q 128 MiB, K and V 32 MiB each
+    add_gqa(1, 64, 8, 2, 16);      // Q 32 KiB, K and V 8 KiB each
+    add_gqa(1, 1024, 16, 4, 64);   // Q 4 MiB, K and V 1 MiB each
+    add_gqa(1, 8192, 32, 8, 128);  // Q 128 MiB, K and V 32 MiB each
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

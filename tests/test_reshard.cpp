@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // dsp::reshard between groups of ranks of one parent: a mesh to a reversed
 // group, grow, shrink, disjoint and overlapping groups, ranks in neither,
-// Replicated on either side, empty blocks; every element of y right, x
-// unchanged, counted bytes equal to what the receivers lack (each element
-// moves once); errors raise on every rank and write nothing.
+// Replicated on either side, Zigzag blocks (two boxes each), empty blocks;
+// every element of y right, x unchanged, counted bytes equal to what the
+// receivers lack (each element moves once); errors raise on every rank and
+// write nothing.
 #include "helpers.hpp"
 
 #include <doctest/doctest.h>
@@ -36,20 +37,32 @@ std::size_t sum_over_ranks(std::size_t v) {
   return std::size_t(out);
 }
 
+/// Whether x's block holds global element g (a Zigzag block: either chunk).
+template <class X>
+bool holds(const X& x, const std::array<std::size_t, 3>& g) {
+  using L = typename X::layout_type;
+  const auto o = x.local_offsets(), c = x.local_extents();
+  for (std::size_t d = 0; d < 3; ++d) {
+    if constexpr (dsp::is_zigzag_v<L>) {
+      if (d == L::dim) {
+        dsp::Piece p[2];
+        x.cut().pieces(std::size_t(x.communicator().rank()), p);
+        if (!(g[d] - p[0].offset < p[0].count || g[d] - p[1].offset < p[1].count)) return false;
+        continue;
+      }
+    }
+    if (g[d] < o[d] || g[d] >= o[d] + c[d]) return false;
+  }
+  return true;
+}
+
 /// Elements of y's block not in x's block on this rank (what it must receive).
 template <class X, class Y>
 std::size_t lacking(const X* x, const Y* y) {
   if (!y) return 0;
-  const auto yo = y->local_offsets(), yc = y->local_extents();
-  std::size_t total = 1, own = 1;
-  for (std::size_t d = 0; d < 3; ++d) total *= yc[d];
-  if (!x) return total;
-  const auto xo = x->local_offsets(), xc = x->local_extents();
-  for (std::size_t d = 0; d < 3; ++d) {
-    const std::size_t lo = std::max(xo[d], yo[d]), hi = std::min(xo[d] + xc[d], yo[d] + yc[d]);
-    own *= hi > lo ? hi - lo : 0;
-  }
-  return total - own;
+  std::size_t n = 0;
+  dsp::for_each(*y, [&](const auto& g, const auto&) { n += !x || !holds(*x, g); });
+  return n;
 }
 
 /// Reshards x (on its group, if this rank is in it) into y and checks y, x
@@ -68,6 +81,22 @@ void check(const X* x, Y* y, bool replicated_source) {
   const std::size_t sent = sum_over_ranks(parent.counts().bytes_sent);
   CHECK(sent == want);
   (void)replicated_source;
+}
+
+/// Reshards an X on the first half of the ranks into a Y on the second half
+/// (with an odd count, the last rank is in neither).
+template <class X, class Y>
+void check_halves(const std::array<std::size_t, 3>& e) {
+  const int n = world().size(), me = world().rank();
+  if (n < 2) return;
+  const int h = n / 2;
+  auto lo = group(me < h, me);
+  auto hi = group(me >= h && me < 2 * h, me);
+  std::optional<X> x;
+  std::optional<Y> y;
+  if (lo) x.emplace(*lo, e);
+  if (hi) y.emplace(*hi, e);
+  check(x ? &*x : nullptr, y ? &*y : nullptr, false);
 }
 
 }  // namespace
@@ -113,16 +142,7 @@ TEST_CASE("reshard: grow, shrink, disjoint and overlapping groups, ranks in neit
     check(z ? &*z : nullptr, &y, true);
   }
   // Disjoint: the first half to the second half; ranks in neither with 5 ranks or more.
-  if (n >= 2) {
-    const int h = n / 2;
-    auto lo = group(me < h, me);
-    auto hi = group(me >= h && me < 2 * h, me);
-    std::optional<S0> x;
-    std::optional<S1> y;
-    if (lo) x.emplace(*lo, e);
-    if (hi) y.emplace(*hi, e);
-    check(x ? &*x : nullptr, y ? &*y : nullptr, false);
-  }
+  check_halves<S0, S1>(e);
   // Overlapping: ranks [0, n-1) to ranks [1, n).
   if (n >= 3) {
     auto a = group(me < n - 1, me);
@@ -133,6 +153,48 @@ TEST_CASE("reshard: grow, shrink, disjoint and overlapping groups, ranks in neit
     if (b) y.emplace(*b, e);
     check(x ? &*x : nullptr, y ? &*y : nullptr, false);
   }
+}
+
+TEST_CASE("reshard: Zigzag blocks (two chunks each) to and from other layouts and groups") {
+  const int n = world().size(), me = world().rank();
+  const std::array<std::size_t, 3> e{6, 9, 4};  // dim 0: 6 rows, fewer than 2N past 3 ranks (empty chunks)
+  using Z0 = dsp::DistTensor<double, 3, dsp::Zigzag<0>, Comm>;
+  using Z1 = dsp::DistTensor<double, 3, dsp::Zigzag<1>, Comm>;
+  using S0 = dsp::DistTensor<double, 3, Sharded<0>, Comm>;
+  using S1 = dsp::DistTensor<double, 3, Sharded<1>, Comm>;
+  using Rep = dsp::DistTensor<double, 3, Replicated, Comm>;
+  auto first = [&](int k) { return group(me < std::min(n, k), me); };
+  auto rev = group(true, -me);
+  // Shrink from Zigzag: all ranks to the first two, Sharded there; grow back into Zigzag.
+  {
+    Z1 z{world(), e};
+    auto two = first(2);
+    std::optional<S0> s;
+    if (two) s.emplace(*two, e);
+    check(&z, s ? &*s : nullptr, false);
+    check(s ? &*s : nullptr, &z, false);
+  }
+  // Zigzag to Zigzag: another dim on a reversed group (two chunks on both sides), and the same dim.
+  {
+    Z0 a{*rev, e};
+    Z1 b{world(), e};
+    check(&a, &b, false);
+    Z1 c{*rev, e};
+    check(&b, &c, false);
+    check(&c, &b, false);
+  }
+  // Zigzag into Replicated on the first three, and from Replicated (split among holders) into Zigzag.
+  {
+    Z0 z{world(), e};
+    auto three = first(3);
+    std::optional<Rep> r;
+    if (three) r.emplace(*three, e);
+    check(&z, r ? &*r : nullptr, false);
+    Z1 w{world(), e};
+    check(r ? &*r : nullptr, &w, true);
+  }
+  // Disjoint halves: Zigzag on the first to Sharded on the second.
+  check_halves<Z1, S1>(e);
 }
 
 TEST_CASE("reshard: empty blocks and an empty tensor") {

@@ -55,11 +55,7 @@ constexpr bool reshard_ok() {
     constexpr bool spaces = std::is_same_v<typename X::memory_space, typename Parent::memory_space> &&
                             std::is_same_v<typename Y::memory_space, typename Parent::memory_space>;
     static_assert(spaces, "dsp::reshard: x, y and the parent communicator must use the same memory space.");
-    constexpr bool no_zigzag = !is_zigzag_v<typename X::layout_type> && !is_zigzag_v<typename Y::layout_type>;
-    static_assert(no_zigzag,
-                  "dsp::reshard: a Zigzag<D> block is two chunks, which reshard does not move yet; redistribute "
-                  "it to Sharded<D> on its group first (one exchange), or into Sharded<D> after.");
-    return same_type && same_rank && no_partial && spaces && no_zigzag;
+    return same_type && same_rank && no_partial && spaces;
   }
 }
 }  // namespace detail
@@ -77,9 +73,17 @@ void reshard(const Parent& parent, const X* x, Y* y, std::source_location loc = 
     std::string err;
     detail::ReshardDesc d;
     d.rank = R;
-    auto box = [](const auto& t, detail::RBox& b) {
+    // A block's box (a Zigzag block's spans its two chunks: off is the first's, and the split says where
+    // the second starts).
+    auto box = [](const auto& t, detail::RBox& b, std::uint64_t& split, std::uint64_t& first, std::uint64_t& second) {
       const auto o = t.local_offsets(), c = t.local_extents();
       for (std::size_t k = 0; k < R; ++k) b.off[k] = o[k], b.cnt[k] = c[k];
+      using L = typename std::remove_cvref_t<decltype(t)>::layout_type;
+      if constexpr (is_zigzag_v<L>) {
+        Piece p[2];
+        t.cut().pieces(std::size_t(t.communicator().rank()), p);
+        split = L::dim, first = p[0].count, second = p[1].offset;
+      }
     };
     auto group_size = [](const auto& t) {
       using G = typename std::remove_cvref_t<decltype(t)>::communicator_type;
@@ -89,13 +93,13 @@ void reshard(const Parent& parent, const X* x, Y* y, std::source_location loc = 
       d.has_x = 1;
       d.x_group = group_size(*x);
       for (std::size_t k = 0; k < R; ++k) d.extents[k] = x->global_extents()[k];
-      box(*x, d.x);
+      box(*x, d.x, d.x_split, d.x_first, d.x_second);
     }
     if (y) {
       d.has_y = 1;
       d.y_group = group_size(*y);
       for (std::size_t k = 0; k < R; ++k) d.extents[k] = y->global_extents()[k];
-      box(*y, d.y);
+      box(*y, d.y, d.y_split, d.y_first, d.y_second);
     }
     const void* xp = x ? static_cast<const void*>(x->unchecked_local().data()) : nullptr;
     void* yp = y ? static_cast<void*>(y->unchecked_local().data()) : nullptr;

@@ -240,6 +240,11 @@ struct ReshardDesc {
   std::uint64_t rank = 0;                  // tensor rank
   std::uint64_t extents[kMaxRank] = {};
   RBox x, y;
+  /// A Zigzag<D> block (x or y) is two boxes along dim `*_split` (~0: one
+  /// box): its first `*_first` rows of D from off[D], the others from
+  /// `*_second` (the box above spans both: off[D] the first's, cnt[D] all).
+  std::uint64_t x_split = ~std::uint64_t(0), x_first = 0, x_second = 0;
+  std::uint64_t y_split = ~std::uint64_t(0), y_first = 0, y_second = 0;
 };
 
 /// dsp::reshard on bytes (engine/regroup.hpp): `x`/`y` the local blocks

@@ -128,10 +128,44 @@ inline std::string reshard_group_error(std::span<const ReshardDesc> all, bool sr
          ", and the parent must contain the whole group";
 }
 
-/// A distinct source box and its holders (ascending ranks).
+/// One box of a rank's block (global coordinates) and `mem`, the box that
+/// box_tasks takes as the block for it: the whole block's counts, its offset
+/// along the split dim shifted so that the box's rows land where the block
+/// holds them (a Zigzag block's second chunk follows its first).
+struct BlockPiece {
+  RBox box, mem;
+};
+
+/// The non-empty boxes of block `b` (one, or a Zigzag block's two chunks
+/// along dim `split`: see ReshardDesc), in the order the block holds them.
+inline std::size_t block_pieces(const RBox& b, std::uint64_t split, std::uint64_t first, std::uint64_t second,
+                                std::size_t rank, BlockPiece (&out)[2]) {
+  if (split >= rank) {
+    out[0] = {b, b};
+    return 1;
+  }
+  std::size_t k = 0;
+  RBox one = b, two = b, mem2 = b;
+  one.cnt[split] = first;
+  two.off[split] = second, two.cnt[split] = b.cnt[split] - first;
+  mem2.off[split] = second - first;  // >= the first chunk's offset: chunk 2N-1-r starts after chunk r ends
+  if (first > 0) out[k++] = {one, b};
+  if (two.cnt[split] > 0) out[k++] = {two, mem2};
+  return k;
+}
+inline std::size_t x_pieces(const ReshardDesc& d, std::size_t rank, BlockPiece (&out)[2]) {
+  return block_pieces(d.x, d.x_split, d.x_first, d.x_second, rank, out);
+}
+inline std::size_t y_pieces(const ReshardDesc& d, std::size_t rank, BlockPiece (&out)[2]) {
+  return block_pieces(d.y, d.y_split, d.y_first, d.y_second, rank, out);
+}
+
+/// A distinct source box, its holders (ascending ranks) and where each holds
+/// it (BlockPiece::mem).
 struct SourceGroup {
   RBox box;
   std::vector<int> holders;
+  std::vector<RBox> mems;
 };
 
 /// The distinct source boxes; two holders' boxes must be equal or disjoint,
@@ -142,20 +176,26 @@ inline std::string source_groups(std::span<const ReshardDesc> all, const Reshard
   std::size_t covered = 0;
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (!all[r].has_x) continue;
-    bool placed = false;
-    for (SourceGroup& g : groups) {
-      if (same_box(g.box, all[r].x, rank)) {
-        g.holders.push_back(int(r));
-        placed = true;
-        break;
+    BlockPiece pieces[2];
+    const std::size_t np = x_pieces(all[r], rank, pieces);
+    for (std::size_t k = 0; k < np; ++k) {
+      const BlockPiece& piece = pieces[k];
+      bool placed = false;
+      for (SourceGroup& g : groups) {
+        if (same_box(g.box, piece.box, rank)) {
+          g.holders.push_back(int(r));
+          g.mems.push_back(piece.mem);
+          placed = true;
+          break;
+        }
+        if (box_elems(intersect(g.box, piece.box, rank), rank) != 0)
+          return "the source blocks of ranks " + std::to_string(g.holders.front()) + " and " + std::to_string(r) +
+                 " overlap without being equal: x's holders do not form one layout";
       }
-      if (box_elems(intersect(g.box, all[r].x, rank), rank) != 0)
-        return "the source blocks of ranks " + std::to_string(g.holders.front()) + " and " + std::to_string(r) +
-               " overlap without being equal: x's holders do not form one layout";
-    }
-    if (!placed) {
-      groups.push_back({all[r].x, {int(r)}});
-      covered += box_elems(all[r].x, rank);
+      if (!placed) {
+        groups.push_back({piece.box, {int(r)}, {piece.mem}});
+        covered += box_elems(piece.box, rank);
+      }
     }
   }
   std::size_t total = 1;
@@ -176,31 +216,37 @@ inline void plan_reshard_exchange(std::span<const ReshardDesc> all, std::size_t 
   plan.recv_counts.assign(n, 0), plan.recv_displs.assign(n, 0);
   plan.sent_by.assign(n, 0);
   std::vector<std::size_t> recv_total(n, 0);
-  const ReshardDesc& mine = all[std::size_t(me)];
-  std::vector<std::vector<std::pair<RBox, std::size_t>>> from(n);  // this rank's receives: per sender, (part, group)
+  // This rank's receives: per sender, (part, where this rank's y holds it), in the senders' order.
+  std::vector<std::vector<std::pair<RBox, RBox>>> from(n);
   for (std::size_t r = 0; r < n; ++r) {
     if (!all[r].has_y) continue;
+    BlockPiece ys[2];
+    const std::size_t ny = y_pieces(all[r], rank, ys);
     for (std::size_t gi = 0; gi < groups.size(); ++gi) {
       const SourceGroup& g = groups[gi];
-      const RBox inter = intersect(g.box, all[r].y, rank);
-      if (box_elems(inter, rank) == 0) continue;
-      if (std::find(g.holders.begin(), g.holders.end(), int(r)) != g.holders.end()) {
-        if (r == std::size_t(me)) box_tasks(mine.x, inter, rank, 0, false, plan.local, &mine.y);
-        continue;
-      }
-      for (std::size_t h = 0; h < g.holders.size(); ++h) {
-        const RBox part = holder_part(inter, rank, g.holders.size(), h);
-        const std::size_t e = box_elems(part, rank);
-        if (e == 0) continue;
-        const std::size_t s = std::size_t(g.holders[h]);
-        plan.sent_by[s] += e;
-        recv_total[r] += e;
-        if (s == std::size_t(me)) {
-          plan.send_counts[r] += e;
-          box_tasks(mine.x, part, rank, plan.send_elems, true, plan.pack);
-          plan.send_elems += e;
+      for (std::size_t yk = 0; yk < ny; ++yk) {
+        const RBox inter = intersect(g.box, ys[yk].box, rank);
+        if (box_elems(inter, rank) == 0) continue;
+        const auto held = std::find(g.holders.begin(), g.holders.end(), int(r));
+        if (held != g.holders.end()) {
+          if (r == std::size_t(me))
+            box_tasks(g.mems[std::size_t(held - g.holders.begin())], inter, rank, 0, false, plan.local, &ys[yk].mem);
+          continue;
         }
-        if (r == std::size_t(me)) from[s].push_back({part, gi});
+        for (std::size_t h = 0; h < g.holders.size(); ++h) {
+          const RBox part = holder_part(inter, rank, g.holders.size(), h);
+          const std::size_t e = box_elems(part, rank);
+          if (e == 0) continue;
+          const std::size_t s = std::size_t(g.holders[h]);
+          plan.sent_by[s] += e;
+          recv_total[r] += e;
+          if (s == std::size_t(me)) {
+            plan.send_counts[r] += e;
+            box_tasks(g.mems[h], part, rank, plan.send_elems, true, plan.pack);
+            plan.send_elems += e;
+          }
+          if (r == std::size_t(me)) from[s].push_back({part, ys[yk].mem});
+        }
       }
     }
   }
@@ -208,8 +254,8 @@ inline void plan_reshard_exchange(std::span<const ReshardDesc> all, std::size_t 
   for (std::size_t r = 0, at = 0; r < n; ++r) plan.send_displs[r] = at, at += plan.send_counts[r];
   for (std::size_t s = 0; s < n; ++s) {
     plan.recv_displs[s] = plan.recv_elems;
-    for (const auto& [part, gi] : from[s]) {
-      box_tasks(mine.y, part, rank, plan.recv_elems, false, plan.unpack);
+    for (const auto& [part, mem] : from[s]) {
+      box_tasks(mem, part, rank, plan.recv_elems, false, plan.unpack);
       plan.recv_elems += box_elems(part, rank);
       plan.recv_counts[s] += box_elems(part, rank);
     }
