@@ -4,7 +4,8 @@ and PyTorch tensors (anything with ``__dlpack__``), over mpi4py communicators.
 
 An array is *this rank's block* of a global tensor; a layout is a value:
 ``dsp.Sharded(d)``, ``dsp.Replicated()``, ``dsp.Partial("sum"|"max"|"min")``,
-or on a ``dsp.Mesh`` a tuple with one placement per mesh axis. Blocks are
+or on a ``dsp.Mesh`` a tuple with one placement per mesh axis; on a ``dsp.Comm``
+also ``dsp.Zigzag(d)`` and ``dsp.Blocks(d, sizes)`` (attention's layouts). Blocks are
 taken without copying (C-contiguous, host memory) and results come back as
 the same kind of array. Every call is collective over its group; bad input on
 any rank raises a ``dsp.Error`` on every rank, with the input untouched.
@@ -33,7 +34,7 @@ __version__ = _dsp.version
 _atexit.register(_dsp._finalize)
 
 __all__ = [
-    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "mesh_shape", "gqa_mesh_shape", "local_shape", "local_offsets",
+    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "Zigzag", "Blocks", "mesh_shape", "gqa_mesh_shape", "local_shape", "local_offsets",
     "redistribute",
     "start_redistribute", "switch", "split", "gather", "reshard", "Error", "InvalidArgument", "MismatchError", "ResourceError",
     "UsageError", "TimeoutError", "BackendError", "set_agreement_checks", "agreement_checks",
@@ -88,6 +89,89 @@ class Partial(Placement):
         return f"dsp.Partial({self.op!r})"
 
 
+def _check_rank(rank, size):
+    if isinstance(rank, bool) or not isinstance(rank, int) or not isinstance(size, int) or not 0 <= rank < size:
+        raise InvalidArgument(f"dsp: rank {rank!r} is not a rank of {size!r} (0 <= rank < size)")
+
+
+def _part(extent, parts, i):
+    """Part i of ``extent`` indices cut into ``parts`` by dsp's rule (the first extent % parts one longer):
+    (offset, count)."""
+    q, r = divmod(extent, parts)
+    return i * q + min(i, r), q + (1 if i < r else 0)
+
+
+class Zigzag(Placement):
+    """Dim ``dim`` cut into 2N chunks by the usual rule; rank r holds chunks r and 2N-1-r, in that order
+    (causal load balance; C++ dsp::Zigzag<D>). A placement of a ``dsp.Comm``, moved by ``dsp.redistribute``."""
+
+    def __init__(self, dim):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+            raise InvalidArgument(f"dsp.Zigzag(dim): dim is a dim index (an int >= 0), not {dim!r}")
+        self.dim = dim
+        self.code = _dsp.kZigzag - dim
+
+    def pieces(self, extent, rank, size):
+        """Rank ``rank``'s ranges of dim ``dim`` (of ``extent``) on ``size`` ranks, in the order its block holds
+        them: [(offset, count), (offset, count)]."""
+        _check_rank(rank, size)
+        return [_part(extent, 2 * size, rank), _part(extent, 2 * size, 2 * size - 1 - rank)]
+
+    def __repr__(self):
+        return f"dsp.Zigzag({self.dim})"
+
+
+class Blocks(Placement):
+    """Dim ``dim`` in one block per rank of the run-time ``sizes`` (one per rank, summing to the extent; rank
+    order; C++ dsp::Blocks<D>). A placement of a ``dsp.Comm``, moved by ``dsp.redistribute``."""
+
+    def __init__(self, dim, sizes):
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
+            raise InvalidArgument(f"dsp.Blocks(dim, sizes): dim is a dim index (an int >= 0), not {dim!r}")
+        try:
+            self.sizes = tuple(int(v) for v in sizes)
+        except (TypeError, ValueError):
+            raise InvalidArgument(f"dsp.Blocks(dim, sizes): sizes is a sequence of block sizes, one per rank, "
+                                  f"not {sizes!r}") from None
+        if any(v < 0 for v in self.sizes):
+            raise InvalidArgument(f"dsp.Blocks(dim, sizes): a block size is negative: {self.sizes}")
+        self.dim = dim
+        self.code = _dsp.kBlocks - dim
+
+    def pieces(self, extent, rank, size):
+        """Rank ``rank``'s range of dim ``dim`` (of ``extent``) on ``size`` ranks: [(offset, count)]."""
+        _check_rank(rank, size)
+        if len(self.sizes) != size or sum(self.sizes) != extent:
+            raise InvalidArgument(f"dsp.Blocks: sizes {list(self.sizes)} are not one per rank ({size}) summing to "
+                                  f"the extent {extent}")
+        return [(sum(self.sizes[:rank]), self.sizes[rank])]
+
+    def __eq__(self, other):
+        return isinstance(other, Blocks) and other.code == self.code and other.sizes == self.sizes
+
+    def __hash__(self):
+        return hash((self.code, self.sizes))
+
+    def __repr__(self):
+        return f"dsp.Blocks({self.dim}, {list(self.sizes)})"
+
+
+def _is_cut(layout):
+    items = layout if isinstance(layout, (tuple, list)) else (layout,)
+    return any(isinstance(p, (Zigzag, Blocks)) for p in items)
+
+
+def _sizes(layout):
+    return list(layout.sizes) if isinstance(layout, Blocks) else []
+
+
+def _no_cut(*layouts, advice="redistribute to dsp.Sharded(d) first"):
+    for layout in layouts:
+        if _is_cut(layout):
+            raise InvalidArgument(f"dsp.Zigzag and dsp.Blocks move with dsp.redistribute (exact, blocking) in Python "
+                                  f"for now; {advice}")
+
+
 _WIRES = {None: 0, "exact": 0, "bf16": 1, "fp16": 2, "fp8_e4m3": 3, "fp32": 4}
 
 
@@ -103,7 +187,8 @@ def _codes(layout, what):
     items = layout if isinstance(layout, (tuple, list)) else (layout,)
     for p in items:
         if not isinstance(p, Placement):
-            raise InvalidArgument(f"dsp: {what} is a placement (dsp.Sharded(d), dsp.Replicated(), dsp.Partial()) or, "
+            raise InvalidArgument(f"dsp: {what} is a placement (dsp.Sharded(d), dsp.Replicated(), dsp.Partial(), "
+                                  f"dsp.Zigzag(d), dsp.Blocks(d, sizes)) or, "
                                   f"on a dsp.Mesh, a tuple of one per mesh axis; got {layout!r}")
     return [p.code for p in items]
 
@@ -124,13 +209,35 @@ def _dim(d, what):
     return d
 
 
+def _cut_box(global_shape, layout, comm):
+    """(offsets, shape) of this rank's block under a Zigzag or Blocks placement (the first chunk's offset)."""
+    if not isinstance(comm, Comm):
+        raise InvalidArgument("dsp: dsp.Zigzag and dsp.Blocks are placements of a plain communicator (dsp.Comm), "
+                              "not of mesh axes")
+    g = _shape(global_shape)
+    if layout.dim >= len(g):
+        raise InvalidArgument(f"dsp: {layout!r} names dim {layout.dim} of a tensor of {len(g)} dims")
+    if isinstance(layout, Blocks) and (len(layout.sizes) != comm.size or sum(layout.sizes) != g[layout.dim]):
+        raise InvalidArgument(f"dsp.Blocks: sizes {list(layout.sizes)} are not one per rank ({comm.size}) summing "
+                              f"to the extent {g[layout.dim]}")
+    p = layout.pieces(g[layout.dim], comm.rank, comm.size)
+    offsets, shape = [0] * len(g), list(g)
+    offsets[layout.dim], shape[layout.dim] = p[0][0], sum(c for _, c in p)
+    return tuple(offsets), tuple(shape)
+
+
 def local_shape(global_shape, layout, comm_or_mesh):
     """This rank's block shape of a tensor of ``global_shape`` under ``layout``."""
+    if isinstance(layout, (Zigzag, Blocks)):
+        return _cut_box(global_shape, layout, comm_or_mesh)[1]
     return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
 
 
 def local_offsets(global_shape, layout, comm_or_mesh):
-    """Where this rank's block starts in the global tensor under ``layout``: one offset per dim."""
+    """Where this rank's block starts in the global tensor under ``layout``: one offset per dim (under
+    ``dsp.Zigzag``, its first chunk's; ``Zigzag.pieces`` gives both)."""
+    if isinstance(layout, (Zigzag, Blocks)):
+        return _cut_box(global_shape, layout, comm_or_mesh)[0]
     return tuple(_dsp.local_offsets(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
 
 
@@ -154,7 +261,7 @@ def redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     """
     g, s, d, w = _collective("dsp::redistribute", comm_or_mesh, lambda:
                              (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
-    return _dsp.redistribute(x, g, s, d, comm_or_mesh, w, "dsp::redistribute")
+    return _dsp.redistribute(x, g, s, d, comm_or_mesh, w, "dsp::redistribute", _sizes(src), _sizes(dst))
 
 
 def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
@@ -163,8 +270,11 @@ def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     ``result()`` waits first. Wait every handle on every rank (a handle dropped unwaited waits when it
     is collected); do not touch ``x`` or the result until then.
     """
-    g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, lambda:
-                             (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
+    def read():
+        _no_cut(src, dst, advice="use dsp.redistribute")
+        return _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)
+
+    g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, read)
     return _dsp.start(x, g, s, d, comm_or_mesh, w)
 
 
@@ -200,6 +310,7 @@ def reshard(x, global_shape, src, src_group, dst, dst_group, parent, dtype=None)
         if not isinstance(parent, Comm):
             raise InvalidArgument(f"dsp.reshard: parent is a dsp.Comm (the communicator holding both groups), "
                                   f"not {type(parent).__name__}")
+        _no_cut(src, dst)
         return _shape(global_shape), _codes(src, "src"), _codes(dst, "dst")
 
     g, s, d = _collective("dsp::reshard", parent, read)

@@ -11,7 +11,7 @@ Element types: float32, float64, float16, bfloat16 (torch), int8 ... int64, uint
 Only where dsp was built with its HDF5 component (``dsp.hdf5.available``).
 """
 from . import _dsp
-from . import InvalidArgument, _codes, _collective, _shape
+from . import InvalidArgument, _codes, _collective, _no_cut, _shape
 
 available = bool(_dsp.has_hdf5)
 
@@ -35,8 +35,8 @@ def save(x, global_shape, layout, comm_or_mesh, file, dataset):
     as dataset ``dataset`` (a path; groups on the way are made) of ``file`` (created, or opened when it
     exists; a dataset of the same name is replaced only when it has the same shape and type). Collective."""
     _need()
-    g, c, (f, d) = _collective("dsp::hdf5::save", comm_or_mesh, lambda:
-                               (_shape(global_shape), _codes(layout, "layout"), _names(file, dataset)))
+    g, c, (f, d) = _collective("dsp::hdf5::save", comm_or_mesh, lambda: (
+        _no_cut(layout), _shape(global_shape), _codes(layout, "layout"), _names(file, dataset))[1:])
     _dsp.hdf5_save(x, g, c, comm_or_mesh, f, d)
 
 
@@ -45,6 +45,6 @@ def load(file, dataset, global_shape, layout, comm_or_mesh, dtype):
     numpy dtype gives a numpy array, a torch dtype a torch tensor) and returns this rank's block under
     ``layout`` on ``comm_or_mesh``. Collective."""
     _need()
-    g, c, (f, d) = _collective("dsp::hdf5::load", comm_or_mesh, lambda:
-                               (_shape(global_shape), _codes(layout, "layout"), _names(file, dataset)))
+    g, c, (f, d) = _collective("dsp::hdf5::load", comm_or_mesh, lambda: (
+        _no_cut(layout, advice="load as dsp.Sharded(d), then redistribute"), _shape(global_shape), _codes(layout, "layout"), _names(file, dataset))[1:])
     return _dsp.hdf5_load(f, d, g, c, comm_or_mesh, dtype)

@@ -726,6 +726,174 @@ py::object run(Request& r, py::handle group, bool list) {
   });
 }
 
+// ---------------------------------------------------------------- Zigzag and Blocks
+
+void set_type(dsp::detail::Signature& s, const TypeInfo& t);  // below, with reshard's
+
+/// Whether a request names dsp.Zigzag or dsp.Blocks on either side.
+bool involves_cut(const Request& r) {
+  for (std::size_t a = 0; a < r.axes; ++a)
+    if (dsp::detail::is_cut_code(r.from[a]) || dsp::detail::is_cut_code(r.to[a])) return true;
+  return false;
+}
+
+/// One side of a redistribution with a cut (C++ cut_side): the dim and how
+/// it is cut over n ranks; `starts` owns a Blocks side's prefix offsets.
+struct PySide {
+  dsp::detail::CutSide side;
+  std::vector<std::size_t> starts;
+};
+
+/// The side of placement `code` (Blocks: `sizes`, checked) for a tensor of
+/// `global` extents on n ranks; returns why not ("" if fine).
+std::string make_side(long code, const std::vector<std::size_t>& sizes, const std::vector<std::size_t>& global,
+                      std::size_t n, PySide& out) {
+  using dsp::detail::Cut;
+  const std::size_t rank = global.size();
+  if (code >= 0) {
+    out.side = {std::size_t(code), Cut{Cut::Kind::even, global[std::size_t(code)], n, nullptr}};
+    return "";
+  }
+  if (!dsp::detail::is_cut_code(code)) {
+    out.side = {0, Cut{Cut::Kind::whole, global[0], n, nullptr}};
+    return "";
+  }
+  const bool blocks = code <= dsp::detail::kBlocks;
+  const std::size_t d = std::size_t(blocks ? dsp::detail::kBlocks - code : dsp::detail::kZigzag - code);
+  if (d >= rank)
+    return std::string("dsp::DistTensor: a ") + (blocks ? "Blocks<D>" : "Zigzag<D>") +
+           " in the layout names a dim D that is not less than the tensor's rank. (Here: a tensor of " +
+           std::to_string(rank) + " dims.)";
+  if (!blocks) {
+    out.side = {d, Cut{Cut::Kind::zigzag, global[d], n, nullptr}};
+    return "";
+  }
+  if (std::string why = dsp::detail::block_sizes_error(sizes, global[d], n); !why.empty()) return "dsp.Blocks: " + why;
+  out.starts.assign(1, 0);
+  for (std::size_t v : sizes) out.starts.push_back(out.starts.back() + v);
+  out.side = {d, Cut{Cut::Kind::blocks, global[d], n, nullptr}};
+  return "";
+}
+
+/// This rank's block shape under a side.
+std::vector<std::size_t> side_shape(const PySide& s, const std::vector<std::size_t>& global, std::size_t me) {
+  std::vector<std::size_t> shape = global;
+  dsp::detail::Cut c = s.side.cut;
+  c.starts = s.starts.empty() ? nullptr : s.starts.data();
+  if (c.kind != dsp::detail::Cut::Kind::whole) shape[s.side.dim] = c.count(me);
+  return shape;
+}
+
+/// A redistribution on a plain communicator where a side is dsp.Zigzag or
+/// dsp.Blocks (C++ recut_into and recut_batch_into): the checks of the C++
+/// front end with its sentences, then the engine's run_recut: one agreement,
+/// one exchange. On a mesh, on a wire or with a Partial side, every rank
+/// raises.
+py::object run_cut(Request& r, py::handle group, bool list, const std::vector<std::size_t>& src_sizes,
+                   const std::vector<std::size_t>& dst_sizes) {
+  if (!py::isinstance<PyComm>(group)) {
+    if (r.error.empty())
+      r.error =
+          "dsp::redistribute: Zigzag<D> and Blocks<D> are placements of a plain communicator (dsp.Comm), not "
+          "of mesh axes; run the step on the axis's communicator.";
+    return run(r, group, list);
+  }
+  const Comm& comm = group.cast<PyComm&>().comm;
+  const std::size_t n = std::size_t(comm.size()), me = std::size_t(comm.rank());
+  std::string err = r.error;
+  auto fail = [&](const std::string& why) {
+    if (err.empty()) err = why;
+  };
+  const std::size_t rank = r.global.size();
+  if (!r.given_axes)
+    fail(
+        "dsp::redistribute<To>: on a communicator, To is one placement (from Python: src and dst are one placement "
+        "each, not tuples).");
+  if (rank == 0 || rank > kMaxRank)
+    fail(r.name + ": a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " +
+         std::to_string(rank));
+  if (r.wire != dsp::Wire::exact)
+    fail(
+        "dsp::redistribute: Zigzag<D> and Blocks<D> move exact and blocking, for now: not on a wire, or split-phase "
+        "(dsp::start_redistribute).");
+  auto partial = [](long c) { return c <= kPartialSum && c >= kPartialMin; };  // cut codes lie below
+  if (partial(r.from[0]) || partial(r.to[0]))
+    fail(
+        "dsp::redistribute: between Partial and Zigzag or Blocks there is no one exchange; reduce first "
+        "(redistribute to Replicated or Sharded<D>), then move to Zigzag or Blocks.");
+  if (err.empty() && (r.from[0] >= long(rank) || r.to[0] >= long(rank)))
+    fail("dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
+  PySide from, to;
+  if (err.empty()) fail(make_side(r.from[0], src_sizes, r.global, n, from));
+  if (err.empty()) fail(make_side(r.to[0], dst_sizes, r.global, n, to));
+  // The blocks: each this rank's block of the input layout.
+  std::vector<std::size_t> in_shape, out_shape_;
+  if (err.empty()) {
+    in_shape = side_shape(from, r.global, me), out_shape_ = side_shape(to, r.global, me);
+    for (std::size_t k = 0; k < r.in.size() && err.empty(); ++k) {
+      const Block& b = r.in[k];
+      const std::string who = r.name + " (rank " + std::to_string(me) +
+                              "): " + (r.in.size() > 1 ? "block " + std::to_string(k) + " of the batch" : "the block") +
+                              ": ";
+      if (!b.error.empty()) fail(who + b.error);
+      else if (b.shape != in_shape)
+        fail(who + "its shape is " + shape_text(b.shape) + ", but this rank's block of global shape " +
+             shape_text(r.global) + " under the input layout is " + shape_text(in_shape));
+    }
+  }
+  std::vector<Block> out;
+  if (err.empty())
+    for (const Block& b : r.in) out.push_back(block_of(empty_like(b, out_shape_)));
+  // The signature: element types, extents, layouts, the Blocks sizes (hashed), the call site.
+  dsp::detail::Signature sig;
+  sig.op = static_cast<std::uint32_t>(Op::redistribute);
+  dsp::detail::BatchTypeText types;
+  for (const Block& b : r.in)
+    if (b.type) types.add(b.type->py, b.type->size);
+  if (r.in.size() == 1 && r.in[0].type) {
+    set_type(sig, *r.in[0].type);
+  } else {
+    sig.type_hash = types.hash;
+    for (const Block& b : r.in) sig.elem_bytes += b.type ? b.type->size : 0;
+    std::memset(sig.type, 0, sizeof sig.type);
+    std::memcpy(sig.type, types.names, std::min(sizeof sig.type - 1, std::strlen(types.names)));
+  }
+  dsp::detail::set_extents(sig, std::span<const std::size_t>(r.global.data(), std::min(rank, kMaxRank)));
+  sig.src_layout[0] = r.from[0], sig.dst_layout[0] = r.to[0];
+  dsp::detail::set_site(sig, std::source_location::current());
+  auto sizes_hash = [](const std::vector<std::size_t>& v) { return v.empty() ? 0 : dsp::detail::block_sizes_hash(v); };
+  const std::uint64_t blocks_hash = (r.from[0] <= dsp::detail::kBlocks ? sizes_hash(src_sizes) : 0) ^
+                                    (r.to[0] <= dsp::detail::kBlocks ? sizes_hash(dst_sizes) * 31 : 0);
+  sig.arg = static_cast<std::int64_t>(blocks_hash);
+  if (!err.empty()) sig.status = static_cast<std::uint32_t>(dsp::detail::Status::bad_argument);
+  // One item per block (one empty item where the call already failed: the agreement raises first).
+  std::vector<dsp::detail::RecutArgs> items(std::max<std::size_t>(1, err.empty() ? r.in.size() : 1));
+  from.side.cut.starts = from.starts.empty() ? nullptr : from.starts.data();
+  to.side.cut.starts = to.starts.empty() ? nullptr : to.starts.data();
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    items[k].global = std::span<const std::size_t>(r.global);
+    items[k].from = from.side, items[k].to = to.side;
+    if (err.empty()) {
+      items[k].src = r.in[k].data, items[k].dst = out[k].data, items[k].elem_bytes = r.in[k].type->size;
+    }
+  }
+  dsp::detail::PortOf<Comm, Space> port(comm);
+  try {
+    py::gil_scoped_release release;
+    dsp::detail::run_recut<Space>(port, sig, std::move(err), std::span<const dsp::detail::RecutArgs>(items));
+  } catch (const dsp::MismatchError& e) {
+    if (blocks_hash == 0) throw;
+    std::string mine;  // this rank's sizes: the agreement compares a hash
+    if (r.from[0] <= dsp::detail::kBlocks)
+      mine += " src Blocks sizes " + dsp::detail::text(std::span<const std::size_t>(src_sizes));
+    if (r.to[0] <= dsp::detail::kBlocks)
+      mine += std::string(mine.empty() ? "" : ",") + " dst Blocks sizes " +
+              dsp::detail::text(std::span<const std::size_t>(dst_sizes));
+    throw dsp::MismatchError(std::string(e.what()) + " (rank " + std::to_string(me) + ":" + mine + ")");
+  }
+  return result_of(out, list);
+}
+
 // ---------------------------------------------------------------- split-phase
 
 /// A split-phase call in flight: test(), wait(), result().
@@ -1188,6 +1356,8 @@ PYBIND11_MODULE(_dsp, m) {
     if (g_kokkos_ours && Kokkos::is_initialized()) Kokkos::finalize(), g_kokkos_ours = false;
   });
   m.attr("kReplicated") = kReplicated;
+  m.attr("kZigzag") = dsp::detail::kZigzag;
+  m.attr("kBlocks") = dsp::detail::kBlocks;
   m.attr("kPartialSum") = kPartialSum;
   m.attr("kPartialMax") = kPartialMax;
   m.attr("kPartialMin") = kPartialMin;
@@ -1250,13 +1420,20 @@ PYBIND11_MODULE(_dsp, m) {
 
   // name: the C++ call it stands for, in messages (dsp::redistribute,
   // dsp::dynamic_switch, dsp::gather, dsp::split).
-  m.def("redistribute", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
-                           const std::vector<long>& dst, py::handle group, int wire, const std::string& name) {
+  m.def(
+      "redistribute",
+      [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
+         const std::vector<long>& dst, py::handle group, int wire, const std::string& name,
+         const std::vector<std::size_t>& src_sizes, const std::vector<std::size_t>& dst_sizes) {
     check_wire(wire);
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, name, list);
+    if (involves_cut(r)) return run_cut(r, group, list, src_sizes, dst_sizes);
     return run(r, group, list);
-  });
+      },
+      py::arg("x"), py::arg("global_shape"), py::arg("src"), py::arg("dst"), py::arg("group"), py::arg("wire"),
+      py::arg("name"), py::arg("src_sizes") = std::vector<std::size_t>{},
+      py::arg("dst_sizes") = std::vector<std::size_t>{});
   // A front-end argument error found in Python (a shape, layout or wire the
   // package could not read), raised on every rank of the group through the
   // agreement check: the other ranks are already in (or entering) the call.
