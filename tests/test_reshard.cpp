@@ -233,7 +233,7 @@ TEST_CASE("reshard: errors raise on every rank and write nothing") {
   if (n > 1) {
     // The last rank holds both and sees it itself; the others learn it from the check.
     expect([&] { dsp::reshard(world(), &x, &y); },
-           me == n - 1 ? "x and y have different global extents"
+           me == n - 1 ? "x and y have different global extents: x [4, 3, 2], y [4, 3, 3]"
                        : "rank " + std::to_string(n - 1) + " could not take part because its output tensor is invalid");
     CHECK(dsp::count_mismatches(y, [](const auto&) { return -1.0; }) == 0);
     // Holders that disagree without holding both: the table shows it.

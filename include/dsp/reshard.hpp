@@ -109,7 +109,9 @@ void reshard(const Parent& parent, const X* x, Y* y, std::source_location loc = 
       const auto xb = static_cast<const unsigned char*>(xp), yb = static_cast<const unsigned char*>(yp);
       const std::size_t xn = x->unchecked_local().span() * sizeof(T), yn = y->unchecked_local().span() * sizeof(T);
       if (!same) {
-        err = "dsp::reshard (rank " + std::to_string(parent.rank()) + "): x and y have different global extents";
+        err = "dsp::reshard (rank " + std::to_string(parent.rank()) + "): x and y have different global extents: x " +
+              detail::text(std::span<const std::size_t>(x->global_extents())) + ", y " +
+              detail::text(std::span<const std::size_t>(y->global_extents()));
         sig.status = static_cast<std::uint32_t>(detail::Status::bad_output);
       } else if (xn && yn && xb < yb + yn && yb < xb + xn) {
         err = "dsp::reshard (rank " + std::to_string(parent.rank()) + "): y's block overlaps x's";
