@@ -447,13 +447,6 @@ KOKKOS_INLINE_FUNCTION void store_group(U* to, const U (&x)[N]) {
 #endif
 }
 
-/// Stores 4 bytes as one 4-byte word (to is 4-byte aligned).
-KOKKOS_INLINE_FUNCTION void move_bytes4(unsigned char* to, const unsigned char* from) {
-  std::uint32_t w;
-  __builtin_memcpy(&w, from, 4);
-  *reinterpret_cast<std::uint32_t*>(to) = w;
-}
-
 /// Bytes per element on a 2- or 4-byte wire.
 KOKKOS_INLINE_FUNCTION std::size_t wire_width(Wire w) { return w == Wire::fp32 ? 4 : 2; }
 
