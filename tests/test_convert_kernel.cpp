@@ -44,10 +44,10 @@ TEST_CASE("wire kernels: both device schedules write the bytes of the block sche
   std::size_t cases = 0;
   auto& tuning = dsp::detail::device_tuning();
   const dsp::detail::DeviceTuning saved = tuning;
-  for (std::size_t groups : {std::size_t(1), std::size_t(3)})  // groups per thread of the group schedule
+  for (std::size_t groups : {std::size_t(1), std::size_t(2), std::size_t(3), std::size_t(4)})
     for (ElemKind k : kinds)
       for (Wire w : dsp::kWires) {
-        tuning.groups = groups;
+        tuning.groups = groups;  // groups per thread of the group schedule
         if (w == Wire::exact || !dsp::wire_carries(w, k)) continue;
         for (std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(127), std::size_t(128), std::size_t(129),
                               std::size_t(1000), std::size_t(4096 + 77)})
@@ -96,5 +96,5 @@ TEST_CASE("wire kernels: both device schedules write the bytes of the block sche
           }
       }
   tuning = saved;
-  CHECK(cases == 2 * 3 * 7 * 7);  // kind-wire pairs (float 3, double 1, bf16 1, fp16 2) x lengths x layouts, twice
+  CHECK(cases == 4 * 3 * 7 * 7);  // kind-wire pairs (float 3, double 1, bf16 1, fp16 2) x lengths x layouts, 4 tunings
 }

@@ -289,9 +289,9 @@ TEST_CASE("the device's conversion instructions give the software conversions' b
 TEST_CASE("the device's wire kernels write the bytes of the host's block loop, every kind, wire and layout") {
   auto& tuning = dsp::detail::device_tuning();
   const dsp::detail::DeviceTuning saved = tuning;
-  for (std::size_t groups : {std::size_t(1), std::size_t(4)})
+  for (std::size_t groups : {std::size_t(1), std::size_t(2), std::size_t(3), std::size_t(4)})
     for (bool hw : {true, false}) {
-      tuning.groups = groups, tuning.hardware_convert = hw;
+      tuning.groups = groups, tuning.hardware_convert = hw;  // groups per thread of the group kernels
       int cases = 0;
       INFO("groups per thread ", groups, ", hardware conversions ", hw);
       CHECK(dsp_test::device_wire_mismatches(cases) == 0);

@@ -451,9 +451,11 @@ KOKKOS_INLINE_FUNCTION void store_group(U* to, const U (&x)[N]) {
 KOKKOS_INLINE_FUNCTION std::size_t wire_width(Wire w) { return w == Wire::fp32 ? 4 : 2; }
 
 /// Groups per thread of the group schedule, at most (DeviceTuning::groups
-/// picks 1 to kGroupsMax): thread t takes groups t, t + T, t + 2T, ... (T
-/// threads), loads all of its groups' aligned words before it stores any, so
-/// that each thread has several 16-byte loads in flight.
+/// picks 1 to kGroupsMax, a compile-time count C): thread t takes groups t,
+/// t + T, ..., t + (C - 1) T (T threads), loads all of its groups' aligned
+/// words before it stores any, so that each thread has several 16-byte loads
+/// in flight. (A run-time count over arrays of kGroupsMax cost a quarter of
+/// the bf16 pack's rate at one group per thread: H200, 2026-11-27.)
 inline constexpr std::size_t kGroupsMax = 4;
 
 /// Where group g's elements lie in src when it can move as words: its index,
@@ -466,26 +468,25 @@ KOKKOS_INLINE_FUNCTION std::size_t group_at(const T* p, const RunDiv& r, std::si
   return i != ~std::size_t(0) && aligned_to(p + i, group_align_v<T>) ? i : ~std::size_t(0);
 }
 
-/// Groups g0, g0 + step, ... (`count` of them, at most kGroupsMax, those
-/// below `groups`) of a pack on a 2- or 4-byte wire.
-template <ElemKind K>
+/// Groups g0, g0 + step, ... (C of them, those below `groups`) of a pack on a
+/// 2- or 4-byte wire.
+template <ElemKind K, std::size_t C>
 KOKKOS_INLINE_FUNCTION void pack_groups(Wire w, unsigned char* sec, const typename ElemOps<K>::T* src, const RunDiv& r,
-                                        std::size_t n, std::size_t groups, std::size_t g0, std::size_t step,
-                                        std::size_t count, bool hw) {
+                                        std::size_t n, std::size_t groups, std::size_t g0, std::size_t step, bool hw) {
   using T = typename ElemOps<K>::T;
   const std::size_t wb = wire_width(w);
-  T x[kGroupsMax][kGroup]{};  // initialized: GCC cannot see that the stores read only what the loads wrote
-  std::size_t at[kGroupsMax];
+  T x[C][kGroup]{};  // initialized: GCC cannot see that the stores read only what the loads wrote
+  std::size_t at[C];
   DSP_DEVICE_UNROLL
-  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+  for (std::size_t u = 0; u < C; ++u) {
     const std::size_t g = g0 + u * step;
-    at[u] = u < count && g < groups && aligned_to(sec + g * kGroup * wb, 16) ? group_at(src, r, n, g) : ~std::size_t(0);
+    at[u] = g < groups && aligned_to(sec + g * kGroup * wb, 16) ? group_at(src, r, n, g) : ~std::size_t(0);
     if (at[u] != ~std::size_t(0)) load_group(x[u], src + at[u]);
   }
   DSP_DEVICE_UNROLL
-  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+  for (std::size_t u = 0; u < C; ++u) {
     const std::size_t g = g0 + u * step, e0 = g * kGroup;
-    if (u >= count || g >= groups) continue;
+    if (g >= groups) continue;
     if (at[u] == ~std::size_t(0)) {
       for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e) put_wire(w, sec, e, ElemOps<K>::load(src[r.index(e)]));
     } else if (w == Wire::fp32) {
@@ -502,24 +503,24 @@ KOKKOS_INLINE_FUNCTION void pack_groups(Wire w, unsigned char* sec, const typena
 
 /// Groups of an unpack, any wire, as pack_groups (fp8: a group lies in one
 /// block, kGroup divides kFp8Block).
-template <ElemKind K>
+template <ElemKind K, std::size_t C>
 KOKKOS_INLINE_FUNCTION void unpack_groups(Wire w, typename ElemOps<K>::T* dst, const RunDiv& r,
                                           const unsigned char* sec, std::size_t n, std::size_t groups, std::size_t g0,
-                                          std::size_t step, std::size_t count) {
+                                          std::size_t step) {
   using T = typename ElemOps<K>::T;
   static_assert(kFp8Block % kGroup == 0);
   const std::size_t nb = (n + kFp8Block - 1) / kFp8Block;
   const bool fp8 = w == Wire::fp8_e4m3;
   const unsigned char* codes = sec + 4 * nb;
   // The wire's words of each group: 8 codes (8 bytes), 8 halves (16) or 8 floats (2 x 16).
-  std::uint16_t h[kGroupsMax][kGroup]{};  // initialized: as pack_groups' x
-  float f[kGroupsMax][kGroup]{};
-  unsigned char c8[kGroupsMax][kGroup]{};
-  std::size_t at[kGroupsMax];
+  std::uint16_t h[C][kGroup]{};  // initialized: as pack_groups' x
+  float f[C][kGroup]{};
+  unsigned char c8[C][kGroup]{};
+  std::size_t at[C];
   DSP_DEVICE_UNROLL
-  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+  for (std::size_t u = 0; u < C; ++u) {
     const std::size_t g = g0 + u * step, e0 = g * kGroup;
-    const bool in = u < count && g < groups && aligned_to(fp8 ? codes + e0 : sec + e0 * wire_width(w), fp8 ? 8 : 16);
+    const bool in = g < groups && aligned_to(fp8 ? codes + e0 : sec + e0 * wire_width(w), fp8 ? 8 : 16);
     at[u] = in ? group_at(dst, r, n, g) : ~std::size_t(0);
     if (at[u] == ~std::size_t(0)) continue;
     if (fp8) load_group(c8[u], codes + e0);
@@ -527,9 +528,9 @@ KOKKOS_INLINE_FUNCTION void unpack_groups(Wire w, typename ElemOps<K>::T* dst, c
     else load_group(h[u], reinterpret_cast<const std::uint16_t*>(sec) + e0);
   }
   DSP_DEVICE_UNROLL
-  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+  for (std::size_t u = 0; u < C; ++u) {
     const std::size_t g = g0 + u * step, e0 = g * kGroup;
-    if (u >= count || g >= groups) continue;
+    if (g >= groups) continue;
     const double inverse = fp8 ? wire::fp8_inverse(load_f32(sec + 4 * (e0 / kFp8Block))) : 1.0;
     if (at[u] == ~std::size_t(0)) {
       for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e)
@@ -550,27 +551,25 @@ KOKKOS_INLINE_FUNCTION void unpack_groups(Wire w, typename ElemOps<K>::T* dst, c
 
 /// Groups of the own block on a 2- or 4-byte wire, src along sr to dst along
 /// dr, as pack_groups.
-template <ElemKind K>
+template <ElemKind K, std::size_t C>
 KOKKOS_INLINE_FUNCTION void round_groups(Wire w, typename ElemOps<K>::T* dst, const RunDiv& dr,
                                          const typename ElemOps<K>::T* src, const RunDiv& sr, std::size_t n,
-                                         std::size_t groups, std::size_t g0, std::size_t step, std::size_t count,
-                                         bool hw) {
+                                         std::size_t groups, std::size_t g0, std::size_t step, bool hw) {
   using T = typename ElemOps<K>::T;
   using Op = ElemOps<K>;
-  T x[kGroupsMax][kGroup]{};  // initialized: GCC cannot see that the stores read only what the loads wrote
-  std::size_t at[kGroupsMax], to[kGroupsMax];
+  T x[C][kGroup]{};  // initialized: GCC cannot see that the stores read only what the loads wrote
+  std::size_t at[C], to[C];
   DSP_DEVICE_UNROLL
-  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+  for (std::size_t u = 0; u < C; ++u) {
     const std::size_t g = g0 + u * step;
-    const bool in = u < count && g < groups;
-    to[u] = in ? group_at(static_cast<const T*>(dst), dr, n, g) : ~std::size_t(0);
+    to[u] = g < groups ? group_at(static_cast<const T*>(dst), dr, n, g) : ~std::size_t(0);
     at[u] = to[u] != ~std::size_t(0) ? group_at(src, sr, n, g) : ~std::size_t(0);
     if (at[u] != ~std::size_t(0)) load_group(x[u], src + at[u]);
   }
   DSP_DEVICE_UNROLL
-  for (std::size_t u = 0; u < kGroupsMax; ++u) {
+  for (std::size_t u = 0; u < C; ++u) {
     const std::size_t g = g0 + u * step, e0 = g * kGroup;
-    if (u >= count || g >= groups) continue;
+    if (g >= groups) continue;
     if (at[u] == ~std::size_t(0)) {
       for (std::size_t e = e0; e < e0 + kGroup && e < n; ++e)
         dst[dr.index(e)] = Op::store(round_wire(w, Op::load(src[sr.index(e)]), hw));
@@ -583,7 +582,7 @@ KOKKOS_INLINE_FUNCTION void round_groups(Wire w, typename ElemOps<K>::T* dst, co
 
 /// The group kernels' bodies: named functors, not lambdas (as the block
 /// functors below: nvcc's extended lambdas must not be called inside another
-/// function on the host).
+/// function on the host). run<C>: C groups per thread.
 template <ElemKind K>
 struct PackGroups {
   Wire w;
@@ -592,9 +591,9 @@ struct PackGroups {
   RunDiv r;
   std::size_t n;
   bool hw;
-  KOKKOS_INLINE_FUNCTION void operator()(std::size_t groups, std::size_t g0, std::size_t step,
-                                         std::size_t count) const {
-    pack_groups<K>(w, sec, src, r, n, groups, g0, step, count, hw);
+  template <std::size_t C>
+  KOKKOS_INLINE_FUNCTION void run(std::size_t groups, std::size_t g0, std::size_t step) const {
+    pack_groups<K, C>(w, sec, src, r, n, groups, g0, step, hw);
   }
 };
 template <ElemKind K>
@@ -604,9 +603,9 @@ struct UnpackGroups {
   RunDiv r;
   const unsigned char* sec;
   std::size_t n;
-  KOKKOS_INLINE_FUNCTION void operator()(std::size_t groups, std::size_t g0, std::size_t step,
-                                         std::size_t count) const {
-    unpack_groups<K>(w, dst, r, sec, n, groups, g0, step, count);
+  template <std::size_t C>
+  KOKKOS_INLINE_FUNCTION void run(std::size_t groups, std::size_t g0, std::size_t step) const {
+    unpack_groups<K, C>(w, dst, r, sec, n, groups, g0, step);
   }
 };
 template <ElemKind K>
@@ -618,24 +617,33 @@ struct RoundGroups {
   RunDiv sr;
   std::size_t n;
   bool hw;
-  KOKKOS_INLINE_FUNCTION void operator()(std::size_t groups, std::size_t g0, std::size_t step,
-                                         std::size_t count) const {
-    round_groups<K>(w, dst, dr, src, sr, n, groups, g0, step, count, hw);
+  template <std::size_t C>
+  KOKKOS_INLINE_FUNCTION void run(std::size_t groups, std::size_t g0, std::size_t step) const {
+    round_groups<K, C>(w, dst, dr, src, sr, n, groups, g0, step, hw);
   }
 };
 
-/// Launches body(groups, g0, step, count) over the `groups` groups of n
-/// elements: thread g0 takes `count` groups (DeviceTuning::groups) g0, g0 +
-/// step, ...
+/// One launch of body.run<C>(groups, t, threads) for each of `threads`
+/// threads t, C groups each.
+template <std::size_t C, class Exec, class Body>
+void launch_groups(const Exec& exec, std::size_t groups, const Body& body) {
+  const std::size_t threads = (groups + C - 1) / C;
+  Kokkos::parallel_for(
+      "dsp::wire_groups", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, threads),
+      KOKKOS_LAMBDA(std::size_t t) { body.template run<C>(groups, t, threads); });
+}
+
+/// Launches `body` over the groups of n elements, DeviceTuning::groups per
+/// thread.
 template <class Exec, class Body>
 void for_groups(const Exec& exec, std::size_t n, const Body& body) {
   const std::size_t groups = (n + kGroup - 1) / kGroup;
-  std::size_t count = device_tuning().groups;
-  count = count < 1 ? 1 : count > kGroupsMax ? kGroupsMax : count;
-  const std::size_t threads = (groups + count - 1) / count;
-  Kokkos::parallel_for(
-      "dsp::wire_groups", Kokkos::RangePolicy<Exec, Kokkos::IndexType<std::size_t>>(exec, 0, threads),
-      KOKKOS_LAMBDA(std::size_t t) { body(groups, t, threads, count); });
+  switch (device_tuning().groups) {
+    case 2: return launch_groups<2>(exec, groups, body);
+    case 3: return launch_groups<3>(exec, groups, body);
+    case 4: return launch_groups<4>(exec, groups, body);
+    default: return launch_groups<1>(exec, groups, body);
+  }
 }
 
 /// Threads per fp8 block of the fp8 lane kernels: a warp (32 lanes, each

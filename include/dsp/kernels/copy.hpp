@@ -537,39 +537,11 @@ inline bool tile_tasks(std::span<const CopyTask> tasks, std::size_t elem_bytes, 
   return all_long;
 }
 
-/// A word of the tile kernel loaded and stored, plain or (`Stream`, 16-byte
-/// words on CUDA devices) with the streaming cache hint: evict first, as data
-/// a copy touches once.
-template <bool Stream, class Word>
-KOKKOS_INLINE_FUNCTION Word tile_load(const Word* p) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (Stream && std::is_same_v<Word, Word16>) {
-    const int4 v = __ldcs(reinterpret_cast<const int4*>(p));
-    Word w;
-    __builtin_memcpy(&w, &v, sizeof w);
-    return w;
-  }
-#endif
-  return *p;
-}
-template <bool Stream, class Word>
-KOKKOS_INLINE_FUNCTION void tile_store(Word* p, const Word& w) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (Stream && std::is_same_v<Word, Word16>) {
-    int4 v;
-    __builtin_memcpy(&v, &w, sizeof v);
-    __stcs(reinterpret_cast<int4*>(p), v);
-    return;
-  }
-#endif
-  *p = w;
-}
-
 /// `AllLong`: every task has long pieces (the kernel then has no short-piece
 /// branch, and needs fewer registers: 130 per thread with it, measured).
 /// `teams`: virtual teams of the launch, each walking the tiles grid-stride
 /// from its first (`tiles` of them: one tile each).
-template <class Word, bool AllLong, bool Stream, class Exec>
+template <class Word, bool AllLong, class Exec>
 void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src, const std::size_t* table,
                   std::size_t n, std::size_t tw, std::size_t tiles, std::size_t teams) {
   Word* out = reinterpret_cast<Word*>(dst);
@@ -605,12 +577,12 @@ void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src
             DSP_DEVICE_UNROLL
             for (std::size_t u = 0; u < kTileUnroll; ++u) {
               const std::size_t w = lane + u * kTileThreads;
-              if (u < unroll && w < len) v[u] = tile_load<Stream>(in + s0 + w);
+              if (u < unroll && w < len) v[u] = in[s0 + w];
             }
             DSP_DEVICE_UNROLL
             for (std::size_t u = 0; u < kTileUnroll; ++u) {
               const std::size_t w = lane + u * kTileThreads;
-              if (u < unroll && w < len) tile_store<Stream>(out + d0 + w, v[u]);
+              if (u < unroll && w < len) out[d0 + w] = v[u];
             }
             continue;
           }
@@ -630,7 +602,7 @@ void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src
               if (u < unroll && w < len) {
                 std::size_t d, s;
                 at(w, d, s);
-                v[u] = tile_load<Stream>(in + s);
+                v[u] = in[s];
               }
             }
             DSP_DEVICE_UNROLL
@@ -639,7 +611,7 @@ void launch_tiles(const Exec& exec, unsigned char* dst, const unsigned char* src
               if (u < unroll && w < len) {
                 std::size_t d, s;
                 at(w, d, s);
-                tile_store<Stream>(out + d, v[u]);
+                out[d] = v[u];
               }
             }
           }
@@ -671,29 +643,18 @@ void copy_runs_tuned(const Exec& exec, unsigned char* dst, const unsigned char* 
     teams = tuning.waves * std::size_t(exec.concurrency()) / kTileThreads;
     teams = teams < 1 ? 1 : teams > tiles ? tiles : teams;
   }
-  auto launch = [&](auto long_only, auto stream) {
-    constexpr bool L = decltype(long_only)::value, S = decltype(stream)::value;
+  auto launch = [&](auto long_only) {
+    constexpr bool L = decltype(long_only)::value;
     switch (word) {
-      case 16: return launch_tiles<Word16, L, S>(exec, dst, src, dev, n, tw, tiles, teams);
-      case 8: return launch_tiles<std::uint64_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
-      case 4: return launch_tiles<std::uint32_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
-      case 2: return launch_tiles<std::uint16_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
-      default: return launch_tiles<std::uint8_t, L, false>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 16: return launch_tiles<Word16, L>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 8: return launch_tiles<std::uint64_t, L>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 4: return launch_tiles<std::uint32_t, L>(exec, dst, src, dev, n, tw, tiles, teams);
+      case 2: return launch_tiles<std::uint16_t, L>(exec, dst, src, dev, n, tw, tiles, teams);
+      default: return launch_tiles<std::uint8_t, L>(exec, dst, src, dev, n, tw, tiles, teams);
     }
   };
-  // Streaming hints only where they mean something (a device).
-  if constexpr (!is_host_exec_v<Exec>) {
-    if (tuning.stream) {
-      if (all_long) launch(std::true_type{}, std::true_type{});
-      else launch(std::false_type{}, std::true_type{});
-      return;
-    }
-  }
-  if (all_long) {
-    launch(std::true_type{}, std::false_type{});
-  } else {
-    launch(std::false_type{}, std::false_type{});
-  }
+  if (all_long) launch(std::true_type{});
+  else launch(std::false_type{});
 }
 
 /// Host tasks of at least this many bytes are written with streaming
