@@ -309,13 +309,17 @@ TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
   const std::array<std::size_t, 3> g{6, 5, 4}, other{6, 5, 5};
   T3<float, dsp::Sharded<0>> q{world(), g}, k{world(), g};
   fill(q), fill(k);
-  // Extents that differ within a batch move on a plain communicator (tests/test_cuts.cpp); on a wire
-  // they are refused.
-  SUBCASE("extents of one tensor differ from the others, on a wire") {
+  // Extents that differ within a batch move on a plain communicator, blocking, exact or on a wire
+  // (tests/test_cuts.cpp); split-phase they are refused.
+  SUBCASE("extents of one tensor differ from the others, split-phase") {
     T3<float, dsp::Sharded<0>> bad{world(), other};
+    T3<float, dsp::Sharded<1>> yq{world(), g}, yb{world(), other};
     fill(bad);
-    const std::string e = error_of([&] { (void)dsp::dynamic_switch<1>(dsp::batch(q, bad), dsp::Wire::bf16); });
-    CHECK(e.find("different extents moves on a plain communicator, exact") != std::string::npos);
+    const std::string e = error_of([&] {
+      auto h = dsp::start_redistribute<dsp::Sharded<1>>(dsp::batch(q, bad), dsp::batch(yq, yb), dsp::Wire::bf16);
+      h.wait();
+    });
+    CHECK(e.find("different extents moves on a plain communicator, blocking") != std::string::npos);
     CHECK(count_wrong(bad) == 0);
   }
   SUBCASE("only the last rank's batch mixes extents: every rank is told the batch's extents disagree") {

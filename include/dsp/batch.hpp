@@ -126,8 +126,7 @@ void batch_switch_into(const Xs& xs, const Ys& ys, Wire wire, const std::source_
   // Tensors of different extents (Q with GQA's K and V): the exchange between cuts, which takes each
   // tensor's extents (engine/recut.hpp).
   if constexpr (std::tuple_size_v < Xs >> 1)
-    if (wire == Wire::exact && mixed_extents(xs))
-      return recut_batch_into<Sharded<D>>(Op::batch_switch, long(D), xs, ys, loc);
+    if (mixed_extents(xs)) return recut_batch_into<Sharded<D>>(Op::batch_switch, long(D), xs, ys, wire, loc);
   static constexpr MeshPlan<1> plan = switch_plan(i, D);
   operate(Call<1>{.op = Op::batch_switch,
                   .plan = &plan,

@@ -143,9 +143,7 @@ void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_loc
   // takes each tensor's extents (engine/recut.hpp).
   if constexpr (!is_mesh_v<typename X0::communicator_type> && std::tuple_size_v < Xs >> 1 &&
                 Layout<typename X0::layout_type> && Layout<To>) {
-    bool exact = true;
-    if constexpr (std::is_same_v<W, Wire>) exact = wire == Wire::exact;
-    if (exact && mixed_extents(xs)) return recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs, ys, loc);
+    if (mixed_extents(xs)) return recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs, ys, wire, loc);
   }
   operate(Call<K>{.op = Op::redistribute,
                   .plan = &plan,
@@ -160,7 +158,9 @@ void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_loc
 /// element types may differ), and no reduction in the plan.
 template <class To, class X>
 constexpr bool wire_redistribute_ok() {
-  if constexpr (redistribute_ok<To, X>() && cut_form_ok<typename tensor_t<X>::layout_type, To>()) {
+  if constexpr (redistribute_ok<To, X>() && involves_cut_v<typename tensor_t<X>::layout_type, To>) {
+    return true;  // no Partial beside a cut (redistribute_ok)
+  } else if constexpr (redistribute_ok<To, X>()) {
     constexpr bool reduces = plan_reduces(plan_of<X, To>::plan);
     static_assert(!reduces,
                   "dsp::redistribute(x, wire): the plan has a reduction (a Partial placement); a reduction's sum "
@@ -204,7 +204,7 @@ auto redistribute(const X& x, std::source_location loc = std::source_location::c
       if constexpr (!is_blocks_v<To>) {
         using Y = detail::relayout_t<X, To>;
         Y y = detail::allocate_cut_output<Y>(x, loc);
-        detail::recut_into<To>(x, y, loc);
+        detail::recut_into<To>(x, y, detail::NoWire{}, loc);
         return y;
       } else {
         return detail::Invalid{};
@@ -232,7 +232,7 @@ void redistribute(const X& x, Y& y, std::source_location loc = std::source_locat
     if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>()) {
       using L = typename detail::tensor_t<X>::layout_type;
       if constexpr (detail::involves_cut_v<L, To>) {
-        detail::recut_into<To>(x, y, loc);
+        detail::recut_into<To>(x, y, detail::NoWire{}, loc);
       } else if constexpr (detail::is_primitive_step<To, X>()) {
         if constexpr (is_replicated_v<L>) split<To::dim>(x, y);
         else if constexpr (is_replicated_v<To>) gather(x, y, loc);
@@ -256,9 +256,23 @@ auto redistribute(const X& x, Wire wire, std::source_location loc = std::source_
                   "dsp::redistribute(x, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 tensors "
                   "(which wire takes which: wire.hpp); this element type travels exact only.");
     using Y = detail::relayout_t<X, To>;
-    Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
-    redistribute<To>(x, y, wire, loc);
-    return y;
+    if constexpr (detail::involves_cut_v<typename detail::tensor_t<X>::layout_type, To>) {
+      static_assert(
+          !is_blocks_v<To>,
+          "dsp::redistribute<Blocks<D>>(x, wire): the output's block sizes say where the blocks go; "
+          "construct it (DistTensor{comm, extents, sizes}) and call dsp::redistribute<Blocks<D>>(x, y, wire).");
+      if constexpr (!is_blocks_v<To>) {
+        Y y = detail::allocate_cut_output<Y>(x, loc);
+        detail::recut_into<To>(x, y, wire, loc);
+        return y;
+      } else {
+        return detail::Invalid{};
+      }
+    } else {
+      Y y = detail::allocate_output<Y>(x, detail::Op::redistribute, 0, loc);
+      redistribute<To>(x, y, wire, loc);
+      return y;
+    }
   } else {
     return detail::Invalid{};
   }
@@ -271,8 +285,11 @@ void redistribute(const X& x, Y& y, Wire wire, std::source_location loc = std::s
     static_assert(detail::wire_ok_for<X>(),
                   "dsp::redistribute(x, y, wire): a wire carries float, double, dsp::bfloat16 and dsp::float16 tensors "
                   "(which wire takes which: wire.hpp); this element type travels exact only.");
-    if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>() && detail::wire_ok_for<X>())
-      detail::redistribute_into<To>(std::tie(x), std::tie(y), wire, loc, detail::plan_of<X, To>::plan);
+    if constexpr (detail::output_type_ok<Y, X, detail::relayout_t<X, To>>() && detail::wire_ok_for<X>()) {
+      if constexpr (detail::involves_cut_v<typename detail::tensor_t<X>::layout_type, To>)
+        detail::recut_into<To>(x, y, wire, loc);
+      else detail::redistribute_into<To>(std::tie(x), std::tie(y), wire, loc, detail::plan_of<X, To>::plan);
+    }
   }
 }
 
@@ -318,7 +335,7 @@ auto batch_redistribute(Batch<X...> xs, W wire, const std::source_location& loc)
         return std::tuple<relayout_t<X, To>...>{allocate_cut_output<relayout_t<X, To>>(x, loc)...};
           },
           xs.tensors)};
-      recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs.tensors, ys, loc);
+      recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs.tensors, ys, wire, loc);
       return ys;
     } else {
       return Invalid{};
@@ -369,7 +386,8 @@ void redistribute(Batch<X...> xs, Batch<Y...> ys, std::source_location loc = std
   if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value) {
     using X0 = detail::batch_first_t<X...>;
     if constexpr (detail::involves_cut_v<typename detail::tensor_t<X0>::layout_type, To>)
-      detail::recut_batch_into<To>(detail::Op::redistribute, detail::layout_code<To>(), xs.tensors, ys.tensors, loc);
+      detail::recut_batch_into<To>(detail::Op::redistribute, detail::layout_code<To>(), xs.tensors, ys.tensors,
+                                   detail::NoWire{}, loc);
     else detail::redistribute_into<To>(xs.tensors, ys.tensors, detail::NoWire{}, loc, detail::plan_of<X0, To>::plan);
   }
 }
@@ -381,7 +399,10 @@ void redistribute(Batch<X...> xs, Batch<Y...> ys, Wire wire,
   if constexpr (detail::batch_redistribute_into_check<To, Batch<X...>, Batch<Y...>>::value &&
                 detail::batch_wire_ok<To, X...>()) {
     using X0 = detail::batch_first_t<X...>;
-    detail::redistribute_into<To>(xs.tensors, ys.tensors, wire, loc, detail::plan_of<X0, To>::plan);
+    if constexpr (detail::involves_cut_v<typename detail::tensor_t<X0>::layout_type, To>)
+      detail::recut_batch_into<To>(detail::Op::redistribute, detail::layout_code<To>(), xs.tensors, ys.tensors, wire,
+                                   loc);
+    else detail::redistribute_into<To>(xs.tensors, ys.tensors, wire, loc, detail::plan_of<X0, To>::plan);
   }
 }
 

@@ -812,10 +812,6 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
   if (rank == 0 || rank > kMaxRank)
     fail(r.name + ": a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " +
          std::to_string(rank));
-  if (r.wire != dsp::Wire::exact)
-    fail(
-        "dsp::redistribute: Zigzag<D> and Blocks<D> move exact and blocking, for now: not on a wire, or split-phase "
-        "(dsp::start_redistribute).");
   auto partial = [](long c) { return c <= kPartialSum && c >= kPartialMin; };  // cut codes lie below
   if (partial(r.from[0]) || partial(r.to[0]))
     fail(
@@ -873,8 +869,11 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
   for (std::size_t k = 0; k < items.size(); ++k) {
     items[k].global = std::span<const std::size_t>(r.global);
     items[k].from = from.side, items[k].to = to.side;
+    items[k].wire = r.wire;  // the agreement compares it, a failed call's too
     if (err.empty()) {
       items[k].src = r.in[k].data, items[k].dst = out[k].data, items[k].elem_bytes = r.in[k].type->size;
+      items[k].kind = r.in[k].type->kind;
+      items[k].wire_kernels = r.wire != dsp::Wire::exact ? r.in[k].type->wire : nullptr;
     }
   }
   dsp::detail::PortOf<Comm, Space> port(comm);

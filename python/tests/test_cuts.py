@@ -77,6 +77,24 @@ def test_batch_and_torch(comm):
     assert isinstance(s, torch.Tensor) and np.array_equal(s.numpy(), block(a, 2, comm.rank, comm.size))
 
 
+def test_wire(comm):
+    """On a wire, each element arrives as the wire's rounding of it (bf16 as torch rounds); a split is exact."""
+    a = ((np.arange(np.prod(G)) % 251) * 0.0137 + 0.3).astype(np.float32).reshape(G)
+    bf = torch.from_numpy(a).to(torch.bfloat16).to(torch.float32).numpy()
+    x = block(a, 2, comm.rank, comm.size)
+    z = dsp.redistribute(x, G, dsp.Sharded(2), dsp.Zigzag(1), comm, wire="bf16")
+    assert np.array_equal(z, zigzag_block(bf, 1, comm.rank, comm.size))
+    assert np.array_equal(x, block(a, 2, comm.rank, comm.size))  # input untouched
+    zs = dsp.redistribute([x, 2 * x], G, dsp.Sharded(2), dsp.Zigzag(1), comm, wire="bf16")
+    assert np.array_equal(zs[1], zigzag_block(torch.from_numpy(2 * a).to(torch.bfloat16).float().numpy(), 1,
+                                              comm.rank, comm.size))
+    s = dsp.redistribute(zigzag_block(a, 1, comm.rank, comm.size), G, dsp.Zigzag(1), dsp.Sharded(3), comm,
+                         wire="fp8_e4m3")
+    assert np.all(np.abs(s - block(a, 3, comm.rank, comm.size)) <= np.abs(block(a, 3, comm.rank, comm.size)) / 16 + 0.01)
+    split = dsp.redistribute(a, G, dsp.Replicated(), dsp.Zigzag(1), comm, wire="bf16")
+    assert np.array_equal(split, zigzag_block(a, 1, comm.rank, comm.size))
+
+
 def test_pieces():
     z = dsp.Zigzag(1)
     assert z.pieces(8, 0, 2) == [(0, 2), (6, 2)] and z.pieces(8, 1, 2) == [(2, 2), (4, 2)]
@@ -108,9 +126,10 @@ def test_refusals_on_every_rank(comm):
     a = full()
     x = block(a, 2, comm.rank, comm.size)
     keep = x.copy()
-    # a wire
-    assert expect_everywhere(lambda: dsp.redistribute(x, G, dsp.Sharded(2), dsp.Zigzag(1), comm, wire="bf16"),
-                             dsp.Error, "not on a wire")
+    # a wire that does not carry the element type
+    x64 = block(full(np.float64), 2, comm.rank, comm.size)
+    assert expect_everywhere(lambda: dsp.redistribute(x64, G, dsp.Sharded(2), dsp.Zigzag(1), comm, wire="bf16"),
+                             dsp.Error, "does not carry double")
     # split-phase
     assert expect_everywhere(lambda: dsp.start_redistribute(x, G, dsp.Sharded(2), dsp.Zigzag(1), comm),
                              dsp.Error, "dsp.Zigzag and dsp.Blocks move with dsp.redistribute")

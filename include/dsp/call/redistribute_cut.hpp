@@ -36,8 +36,8 @@ inline constexpr bool involves_cut_v = is_cut_v<L> || is_cut_v<To>;
 template <class L, class To>
 constexpr bool cut_form_ok() {
   static_assert(!involves_cut_v<L, To>,
-                "dsp::redistribute: Zigzag<D> and Blocks<D> move exact and blocking, for now: not on a wire, "
-                "or split-phase (dsp::start_redistribute).");
+                "dsp::start_redistribute: Zigzag<D> and Blocks<D> move blocking, for now (dsp::redistribute, on a "
+                "wire or exact), not split-phase.");
   return !involves_cut_v<L, To>;
 }
 
@@ -91,22 +91,29 @@ Y allocate_cut_output(const X& x, const std::source_location& loc) {
   }
 }
 
-/// One tensor's part of a redistribution with a cut side: x (layout L) into y (layout To).
-template <class To, class X, class Y>
-RecutArgs recut_args(const X& x, Y& y) {
+/// One tensor's part of a redistribution with a cut side: x (layout L) into
+/// y (layout To), on `wire` (NoWire: exact, and no wire kernels compiled).
+template <class To, class W, class X, class Y>
+RecutArgs recut_args(const X& x, Y& y, W wire) {
+  using T = typename X::value_type;
   RecutArgs a;
   a.src = x.unchecked_local().data();
   a.dst = y.unchecked_local().data();
-  a.elem_bytes = sizeof(typename X::value_type);
+  a.elem_bytes = sizeof(T);
   a.global = x.global_extents();
   a.from = cut_side<typename X::layout_type>(x);
   a.to = cut_side<To>(y);
+  a.wire = wire_value(wire);
+  a.kind = elem_kind_v<T>;
+  if constexpr (!std::is_same_v<W, NoWire>)
+    if (a.wire != Wire::exact) a.wire_kernels = wire_kernels_of<T, typename X::memory_space::execution_space>();
   return a;
 }
 
-/// x (layout L) into y (layout To), both on one plain communicator.
-template <class To, class X, class Y>
-void recut_into(const X& x, Y& y, const std::source_location& loc) {
+/// x (layout L) into y (layout To), both on one plain communicator, on
+/// `wire` (NoWire or a Wire).
+template <class To, class W, class X, class Y>
+void recut_into(const X& x, Y& y, W wire, const std::source_location& loc) {
   using L = typename X::layout_type;
   using T = typename X::value_type;
   using Comm = typename X::communicator_type;
@@ -115,7 +122,7 @@ void recut_into(const X& x, Y& y, const std::source_location& loc) {
   sig.arg = static_cast<std::int64_t>(sizes_hash_of(x) ^ (sizes_hash_of(y) * 31));
   std::string err = check_output(op_name(sig.op), x, y);
   if (!err.empty()) sig.status = static_cast<std::uint32_t>(Status::bad_output);
-  const RecutArgs a = recut_args<To>(x, y);
+  const RecutArgs a = recut_args<To>(x, y, wire);
   PortOf<Comm> port(x.communicator());
   if constexpr (is_blocks_v<L> || is_blocks_v<To>) {
     try {
@@ -143,9 +150,9 @@ bool mixed_extents(const Xs& xs) {
 /// plain communicator: one agreement (the element types, every tensor's
 /// extents and Blocks sizes in Signature::shapes), then one exchange (or each tensor's
 /// own, in turn, where each moves without copies). `op` and `dst` name the
-/// front end in the agreement.
-template <class To, class Xs, class Ys>
-void recut_batch_into(Op op, long dst, const Xs& xs, const Ys& ys, const std::source_location& loc) {
+/// front end in the agreement; `wire`: NoWire or a Wire.
+template <class To, class W, class Xs, class Ys>
+void recut_batch_into(Op op, long dst, const Xs& xs, const Ys& ys, W wire, const std::source_location& loc) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using Comm = typename X0::communicator_type;
   constexpr std::size_t n = std::tuple_size_v<Xs>;
@@ -163,7 +170,7 @@ void recut_batch_into(Op op, long dst, const Xs& xs, const Ys& ys, const std::so
   ShapeHash h;
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     auto one = [&](const auto& x, auto& y, std::size_t k) {
-      items[k] = recut_args<To>(x, y);
+      items[k] = recut_args<To>(x, y, wire);
       in[k] = byte_range(x.unchecked_local()), out[k] = byte_range(y.unchecked_local());
       h.add(std::span<const std::size_t>(x.global_extents()));
       if (const std::uint64_t b = sizes_hash_of(x) ^ (sizes_hash_of(y) * 31)) h.add(b);

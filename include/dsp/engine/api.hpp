@@ -139,9 +139,8 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
     const std::string k = std::to_string(t);
     if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
       return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch of " +
-             "different extents moves on a plain communicator, exact, from C++ (not on a mesh or a wire, nor yet "
-             "from " +
-             "Python)";
+             "different extents moves on a plain communicator, blocking, from C++ (exact or on a wire; not on a "
+             "mesh or split-phase, nor yet from Python)";
     if (!a.same_group_as_first) {
       if (a.mesh_shape != f.t[0].mesh_shape) {
         auto shape = [&](const std::array<int, kMaxAxes>& m) {
@@ -256,19 +255,25 @@ void run_reshard(PortOn<M>& parent, Signature sig, std::string err, ReshardDesc 
 
 /// A redistribution on one communicator where a side is Zigzag or Blocks
 /// (engine/recut.hpp): the blocks, the element size, the global extents, and
-/// how each side cuts its dim.
+/// how each side cuts its dim; and the call's wire (the same for every
+/// tensor of a batch) with the tensor's element kind and wire kernels (a
+/// kernels/convert.hpp WireKernels, nullptr on Wire::exact).
 struct RecutArgs {
   const void* src = nullptr;
   void* dst = nullptr;
   std::size_t elem_bytes = 0;
   std::span<const std::size_t> global;
   CutSide from, to;
+  Wire wire = Wire::exact;
+  ElemKind kind = ElemKind::other;
+  const void* wire_kernels = nullptr;
 };
 
 /// Runs a redistribution of one tensor or a batch (items: one per tensor, a
 /// batch's of equal layouts, any extents): plan, agreement (`sig`, `err` a
 /// local failure), one exchange (or each tensor's own, in turn, where each
-/// moves without copies). Collective over `port`.
+/// moves without copies; on a wire, always one packed exchange of wire
+/// sections). Collective over `port`.
 template <class M>
 void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const RecutArgs> items);
 

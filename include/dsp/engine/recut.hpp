@@ -5,7 +5,10 @@
 // agree, then one exchange: point-to-point messages between the blocks'
 // runs, the same runs as one typed collective, or one packed all-to-all-v
 // (of every tensor's sections, for a batch; or, where each tensor of a batch
-// moves without copies on its own, each tensor's exchange in turn).
+// moves without copies on its own, each tensor's exchange in turn). On a
+// low-precision wire: the packed exchange, each tensor's exact section of a
+// peer's chunk converted to one wire section (wire.hpp) before the
+// all-to-all-v and back after it, the own block through the wire's rounding.
 #pragma once
 
 #include <dsp/core/agree.hpp>
@@ -14,6 +17,7 @@
 #include <dsp/core/port.hpp>
 #include <dsp/engine/api.hpp>
 #include <dsp/engine/steps.hpp>
+#include <dsp/kernels/convert.hpp>
 #include <dsp/kernels/copy.hpp>
 #include <dsp/plan/cut.hpp>
 
@@ -72,6 +76,7 @@ inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::s
 struct BatchSections {
   std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;  // bytes, rank order
   std::vector<std::vector<CopyTask>> pack, unpack;                              // per tensor
+  std::vector<std::size_t> send_at, recv_at;  // tensor k's section of peer q's chunk: byte [k * n + q]
   std::size_t send_bytes = 0, recv_bytes = 0, bound = 0;
 };
 
@@ -94,6 +99,7 @@ inline void batch_sections(std::span<const RecutArgs> items, std::span<const std
                            std::size_t n, BatchSections& b) {
   b.send_counts.assign(n, 0), b.send_displs.assign(n, 0), b.recv_counts.assign(n, 0), b.recv_displs.assign(n, 0);
   b.pack.resize(items.size()), b.unpack.resize(items.size());
+  b.send_at.resize(items.size() * n), b.recv_at.resize(items.size() * n);
   thread_local std::vector<std::size_t> sat, rat;
   auto align = [](std::size_t v, std::size_t a) { return (v + a - 1) / a * a; };
   // A chunk's layout is the same on both sides of a pair: each section aligned to its element size
@@ -131,10 +137,79 @@ inline void batch_sections(std::span<const RecutArgs> items, std::span<const std
         if (u < k) s += plans[u]->send_counts[q] * e, r += plans[u]->recv_counts[q] * e;
       }
       sat[q] = b.send_displs[q] + s, rat[q] = b.recv_displs[q] + r;
+      b.send_at[k * n + q] = sat[q], b.recv_at[k * n + q] = rat[q];
     }
     const CutPlan& c = *plans[k];
     rebase(c.pack, c.pack_first, c.pack_end, c.send_displs, sat, eb, true, b.pack[k]);
     rebase(c.unpack, c.unpack_first, c.unpack_end, c.recv_displs, rat, eb, false, b.unpack[k]);
+  }
+}
+
+/// A batch's exchange on a low-precision wire: tensor k's exact section of
+/// peer q's chunk (BatchSections) travels as one wire section of as many
+/// elements (wire_section_bytes: a multiple of 4 bytes), the tensors'
+/// sections one after another, counts in bytes: the bytes of the main
+/// engine's wire sections. A sender and its receiver lay a chunk out alike:
+/// each tensor's element counts are the same on both sides of a pair.
+struct WireSections {
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;  // bytes, rank order
+  std::vector<std::size_t> send_at, recv_at;                                    // [k * n + q], bytes
+  std::size_t send_bytes = 0, recv_bytes = 0, bound = 0;
+};
+
+inline void wire_sections(std::span<const RecutArgs> items, std::span<const std::shared_ptr<const CutPlan>> plans,
+                          std::size_t n, Wire w, WireSections& ws) {
+  ws.send_counts.assign(n, 0), ws.send_displs.assign(n, 0), ws.recv_counts.assign(n, 0), ws.recv_displs.assign(n, 0);
+  ws.send_at.assign(items.size() * n, 0), ws.recv_at.assign(items.size() * n, 0);
+  ws.bound = 0;
+  for (std::size_t k = 0; k < items.size(); ++k)  // equal on every rank: each tensor's bound, n sections' scales
+    ws.bound += wire_section_bytes(w, plans[k]->bound, items[k].elem_bytes) + n * 8;
+  std::size_t so = 0, ro = 0;
+  for (std::size_t q = 0; q < n; ++q) {
+    ws.send_displs[q] = so, ws.recv_displs[q] = ro;
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      const std::size_t eb = items[k].elem_bytes;
+      ws.send_at[k * n + q] = so, ws.recv_at[k * n + q] = ro;
+      so += wire_section_bytes(w, plans[k]->send_counts[q], eb);
+      ro += wire_section_bytes(w, plans[k]->recv_counts[q], eb);
+    }
+    ws.send_counts[q] = so - ws.send_displs[q], ws.recv_counts[q] = ro - ws.recv_displs[q];
+  }
+  ws.send_bytes = so, ws.recv_bytes = ro;
+}
+
+/// The packed exchange on a wire (run_recut): the own blocks through the
+/// wire's rounding, each tensor's sections packed exact into `sbuf`, each
+/// converted into its wire section in `wsbuf`, the all-to-all-v of the wire
+/// sections into `wrbuf`, each converted back into `rbuf`, then unpacked.
+template <class M>
+void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
+                    std::span<const std::shared_ptr<const CutPlan>> plans, const BatchSections& b,
+                    const WireSections& ws, unsigned char* sbuf, unsigned char* rbuf, unsigned char* wsbuf,
+                    unsigned char* wrbuf) {
+  using Exec = typename M::execution_space;
+  const auto exec = port.exec();
+  const std::size_t n = std::size_t(port.size());
+  const Wire w = items[0].wire;
+  auto kernels = [&](std::size_t k) -> const WireKernels<Exec>& {
+    return *static_cast<const WireKernels<Exec>*>(items[k].wire_kernels);
+  };
+  for (std::size_t k = 0; k < items.size(); ++k)
+    for (const CopyTask& t : plans[k]->self) kernels(k).round(exec, w, items[k].dst, items[k].src, t);
+  if (n == 1) return;  // one rank: its own block is everything
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, b.pack[k]);
+    for (std::size_t q = 0; q < n; ++q)
+      if (const std::size_t c = plans[k]->send_counts[q])
+        kernels(k).pack(exec, w, wsbuf + ws.send_at[k * n + q], sbuf + b.send_at[k * n + q], contiguous(0, c), c);
+  }
+  fence_before_transfer(port, exec);
+  port.all_to_all_v(wsbuf, ws.send_counts, ws.send_displs, wrbuf, ws.recv_counts, ws.recv_displs, 1, ws.bound);
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    for (std::size_t q = 0; q < n; ++q)
+      if (const std::size_t c = plans[k]->recv_counts[q])
+        kernels(k).unpack(exec, w, rbuf + b.recv_at[k * n + q], contiguous(0, c), wrbuf + ws.recv_at[k * n + q], c);
+    copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, b.unpack[k]);
   }
 }
 
@@ -165,11 +240,32 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
   const bool whole_in = items[0].from.cut.kind == Cut::Kind::whole;  // a batch shares its layouts
   thread_local std::vector<std::shared_ptr<const CutPlan>> plans;
   thread_local BatchSections sections;
+  thread_local WireSections wired;
   plans.assign(items.size(), nullptr);
+  // On a wire: every tensor's elements converted, one packed exchange (a split, from Replicated, is
+  // local and exact, as everywhere).
+  const Wire wire = items[0].wire;
+  const bool on_wire = wire != Wire::exact && !whole_in;
+  sig.wire = static_cast<std::uint32_t>(wire);
+  for (std::size_t k = 0; k < items.size() && err.empty() && wire != Wire::exact; ++k)
+    if (err = wire_error(op_name(sig.op), port.rank(), wire, items[k].kind, items.size() > 1 ? long(k) : -1);
+        !err.empty())
+      sig.status = static_cast<std::uint32_t>(Status::bad_argument);
   // A batch whose every tensor would move without copies on its own does so, in turn (two copies per
   // byte saved); else one packed all-to-all-v of every tensor's sections.
-  bool separate = items.size() == 1;
+  bool separate = items.size() == 1 && !on_wire;
   const bool ok = prepare(port.rank(), sig, err, [&] {
+    if (on_wire) {
+      for (std::size_t k = 0; k < items.size(); ++k)
+        plans[k] = cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
+      batch_sections(items, plans, n, sections);
+      wire_sections(items, plans, n, wire, wired);
+      const std::size_t a16 = 16, sb = (sections.send_bytes + a16 - 1) / a16 * a16;
+      const std::size_t rb = (sections.recv_bytes + a16 - 1) / a16 * a16;
+      if (n > 1 && (sections.send_bytes || sections.recv_bytes))
+        workspace<M>(port).reserve(sb + wired.send_bytes, rb + wired.recv_bytes);
+      return true;
+    }
     if (!separate) {
       separate = !whole_in;
       for (const RecutArgs& a : items)
@@ -198,6 +294,17 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
   }
   agree(port, sig, err);
   const auto exec = port.exec();
+  if (on_wire) {
+    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
+    unsigned char* sbuf = ws ? ws->send() : nullptr;
+    unsigned char* rbuf = ws ? ws->recv() : nullptr;
+    const std::size_t a16 = 16, sb = (sections.send_bytes + a16 - 1) / a16 * a16;
+    const std::size_t rb = (sections.recv_bytes + a16 - 1) / a16 * a16;
+    exchange_wired(port, items, plans, sections, wired, sbuf, rbuf, sbuf ? sbuf + sb : nullptr,
+                   rbuf ? rbuf + rb : nullptr);
+    fence_after(port, exec);
+    return;
+  }
   if (separate && plans[0]->mode != CutMode::packed) {
     for (std::size_t k = 0; k < items.size(); ++k) exchange_one(port, *plans[k], items[k]);
     return;
