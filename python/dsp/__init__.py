@@ -203,6 +203,16 @@ def _shape(global_shape):
     return shape
 
 
+def _shapes(global_shape):
+    """One global shape, or a batch's one per block (tensors of different extents, a list of shapes):
+    (the first shape, every shape or [])."""
+    if isinstance(global_shape, (list, tuple)) and global_shape and \
+            all(isinstance(g, (list, tuple)) for g in global_shape):
+        shapes = [_shape(g) for g in global_shape]
+        return shapes[0], shapes
+    return _shape(global_shape), []
+
+
 def _dim(d, what):
     if isinstance(d, bool) or not isinstance(d, int) or d < 0:
         raise InvalidArgument(f"dsp: {what} is a dim index (an int >= 0), not {d!r}")
@@ -256,12 +266,14 @@ def redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     """Moves ``x`` (this rank's block, or a list of blocks: a batch) from layout ``src`` to ``dst``.
 
     Returns the new block (a list for a list), of the same kind as ``x``.
+    ``global_shape``: the tensor's extents; for a batch of tensors of different extents (on a
+    ``dsp.Comm``), a list of them, one per block.
     ``wire``: None (exact), "bf16", "fp16", "fp8_e4m3" (float tensors; docs/python.md says which wire
     takes which type) or "fp32" (double tensors). Collective over ``comm_or_mesh``.
     """
-    g, s, d, w = _collective("dsp::redistribute", comm_or_mesh, lambda:
-                             (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
-    return _dsp.redistribute(x, g, s, d, comm_or_mesh, w, "dsp::redistribute", _sizes(src), _sizes(dst))
+    (g, gs), s, d, w = _collective("dsp::redistribute", comm_or_mesh, lambda:
+                                   (_shapes(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
+    return _dsp.redistribute(x, g, s, d, comm_or_mesh, w, "dsp::redistribute", _sizes(src), _sizes(dst), gs)
 
 
 def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
@@ -279,10 +291,15 @@ def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
 
 
 def switch(x, global_shape, src_dim, dst_dim, comm, wire=None):
-    """The paper's dynamic switch: Sharded(src_dim) -> Sharded(dst_dim), one all-to-all."""
-    g, s, d, w = _collective("dsp::dynamic_switch", comm, lambda:
-                             (_shape(global_shape), _dim(src_dim, "src_dim"), _dim(dst_dim, "dst_dim"), _wire(wire)))
-    return _dsp.redistribute(x, g, [s], [d], comm, w, "dsp::dynamic_switch")
+    """The paper's dynamic switch: Sharded(src_dim) -> Sharded(dst_dim), one all-to-all.
+
+    ``global_shape`` as in redistribute: for a batch of different extents (GQA's Q with K and V), one
+    shape per block.
+    """
+    (g, gs), s, d, w = _collective("dsp::dynamic_switch", comm, lambda:
+                                   (_shapes(global_shape), _dim(src_dim, "src_dim"), _dim(dst_dim, "dst_dim"),
+                                    _wire(wire)))
+    return _dsp.redistribute(x, g, [s], [d], comm, w, "dsp::dynamic_switch", globals=gs)
 
 
 def split(x, global_shape, dim, comm):

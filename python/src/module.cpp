@@ -463,6 +463,7 @@ struct Request {
   std::string name = "dsp::redistribute";  // the C++ call it stands for, in messages
   std::vector<Block> in;
   std::vector<std::size_t> global;
+  std::vector<std::vector<std::size_t>> globals;  // a batch of different extents: one per block (else empty)
   Codes from{}, to{};
   std::size_t axes = 1;    // the group's axes (1: a communicator)
   bool given_axes = true;  // from and to named one placement per axis
@@ -785,17 +786,20 @@ std::vector<std::size_t> side_shape(const PySide& s, const std::vector<std::size
 }
 
 /// A redistribution on a plain communicator where a side is dsp.Zigzag or
-/// dsp.Blocks (C++ recut_into and recut_batch_into): the checks of the C++
-/// front end with its sentences, then the engine's run_recut: one agreement,
-/// one exchange. On a mesh, on a wire or with a Partial side, every rank
-/// raises.
+/// dsp.Blocks, or of a batch of different extents (C++ recut_into and
+/// recut_batch_into): the checks of the C++ front end with its sentences,
+/// then the engine's run_recut: one agreement, one exchange. On a mesh or
+/// with a Partial side, every rank raises.
 py::object run_cut(Request& r, py::handle group, bool list, const std::vector<std::size_t>& src_sizes,
                    const std::vector<std::size_t>& dst_sizes) {
   if (!py::isinstance<PyComm>(group)) {
     if (r.error.empty())
-      r.error =
-          "dsp::redistribute: Zigzag<D> and Blocks<D> are placements of a plain communicator (dsp.Comm), not "
-          "of mesh axes; run the step on the axis's communicator.";
+      r.error = involves_cut(r) ? "dsp::redistribute: Zigzag<D> and Blocks<D> are placements of a plain communicator "
+                                  "(dsp.Comm), not of mesh axes; run the step on the axis's communicator."
+                                : r.name +
+                                      ": a batch of different extents moves on a plain communicator (dsp.Comm), "
+                                      "not on a mesh; move tensors of equal extents together.";
+    r.globals.clear();
     return run(r, group, list);
   }
   const Comm& comm = group.cast<PyComm&>().comm;
@@ -819,27 +823,43 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
         "(redistribute to Replicated or Sharded<D>), then move to Zigzag or Blocks.");
   if (err.empty() && (r.from[0] >= long(rank) || r.to[0] >= long(rank)))
     fail("dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
-  PySide from, to;
-  if (err.empty()) fail(make_side(r.from[0], src_sizes, r.global, n, from));
-  if (err.empty()) fail(make_side(r.to[0], dst_sizes, r.global, n, to));
-  // The blocks: each this rank's block of the input layout.
-  std::vector<std::size_t> in_shape, out_shape_;
+  // A batch of different extents: one global shape per block, each of the same rank.
+  if (err.empty() && !r.globals.empty()) {
+    if (!list || r.globals.size() != r.in.size())
+      fail(r.name + ": global_shape is a list of " + std::to_string(r.globals.size()) + " shapes, for " +
+           (list ? std::to_string(r.in.size()) + " blocks" : "one block") + "; pass one shape per block of a batch");
+    for (std::size_t k = 0; k < r.globals.size() && err.empty(); ++k)
+      if (r.globals[k].size() != rank)
+        fail(r.name + ": shape " + std::to_string(k) + " of global_shape, " + shape_text(r.globals[k]) +
+             ", has another number of dims than shape 0, " + shape_text(r.global) + "; a batch has one tensor rank");
+  }
+  auto global_of = [&](std::size_t k) -> const std::vector<std::size_t>& {
+    return r.globals.empty() ? r.global : r.globals[k];
+  };
+  // Each block's sides (the tensors' extents may differ) and the blocks' shapes under the input layout.
+  std::vector<PySide> from(std::max<std::size_t>(1, r.in.size())), to(from.size());
+  for (std::size_t k = 0; k < r.in.size() && err.empty(); ++k) {
+    fail(make_side(r.from[0], src_sizes, global_of(k), n, from[k]));
+    if (err.empty()) fail(make_side(r.to[0], dst_sizes, global_of(k), n, to[k]));
+  }
+  std::vector<std::vector<std::size_t>> out_shapes;
   if (err.empty()) {
-    in_shape = side_shape(from, r.global, me), out_shape_ = side_shape(to, r.global, me);
     for (std::size_t k = 0; k < r.in.size() && err.empty(); ++k) {
       const Block& b = r.in[k];
+      const std::vector<std::size_t> in_shape = side_shape(from[k], global_of(k), me);
+      out_shapes.push_back(side_shape(to[k], global_of(k), me));
       const std::string who = r.name + " (rank " + std::to_string(me) +
                               "): " + (r.in.size() > 1 ? "block " + std::to_string(k) + " of the batch" : "the block") +
                               ": ";
       if (!b.error.empty()) fail(who + b.error);
       else if (b.shape != in_shape)
         fail(who + "its shape is " + shape_text(b.shape) + ", but this rank's block of global shape " +
-             shape_text(r.global) + " under the input layout is " + shape_text(in_shape));
+             shape_text(global_of(k)) + " under the input layout is " + shape_text(in_shape));
     }
   }
   std::vector<Block> out;
   if (err.empty())
-    for (const Block& b : r.in) out.push_back(block_of(empty_like(b, out_shape_)));
+    for (std::size_t k = 0; k < r.in.size(); ++k) out.push_back(block_of(empty_like(r.in[k], out_shapes[k])));
   // The signature: element types, extents, layouts, the Blocks sizes (hashed), the call site.
   dsp::detail::Signature sig;
   sig.op = static_cast<std::uint32_t>(Op::redistribute);
@@ -861,14 +881,21 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
   const std::uint64_t blocks_hash = (r.from[0] <= dsp::detail::kBlocks ? sizes_hash(src_sizes) : 0) ^
                                     (r.to[0] <= dsp::detail::kBlocks ? sizes_hash(dst_sizes) * 31 : 0);
   sig.arg = static_cast<std::int64_t>(blocks_hash);
+  if (r.in.size() > 1 && err.empty()) {  // a batch: every tensor's extents, hashed (ranks whose batches differ raise)
+    dsp::detail::ShapeHash h;
+    for (std::size_t k = 0; k < r.in.size(); ++k) h.add(std::span<const std::size_t>(global_of(k)));
+    sig.shapes = h.h;
+  }
   if (!err.empty()) sig.status = static_cast<std::uint32_t>(dsp::detail::Status::bad_argument);
   // One item per block (one empty item where the call already failed: the agreement raises first).
   std::vector<dsp::detail::RecutArgs> items(std::max<std::size_t>(1, err.empty() ? r.in.size() : 1));
-  from.side.cut.starts = from.starts.empty() ? nullptr : from.starts.data();
-  to.side.cut.starts = to.starts.empty() ? nullptr : to.starts.data();
   for (std::size_t k = 0; k < items.size(); ++k) {
-    items[k].global = std::span<const std::size_t>(r.global);
-    items[k].from = from.side, items[k].to = to.side;
+    PySide& f = from[err.empty() ? k : 0];
+    PySide& t = to[err.empty() ? k : 0];
+    f.side.cut.starts = f.starts.empty() ? nullptr : f.starts.data();
+    t.side.cut.starts = t.starts.empty() ? nullptr : t.starts.data();
+    items[k].global = std::span<const std::size_t>(err.empty() ? global_of(k) : r.global);
+    items[k].from = f.side, items[k].to = t.side;
     items[k].wire = r.wire;  // the agreement compares it, a failed call's too
     if (err.empty()) {
       items[k].src = r.in[k].data, items[k].dst = out[k].data, items[k].elem_bytes = r.in[k].type->size;
@@ -1423,16 +1450,18 @@ PYBIND11_MODULE(_dsp, m) {
       "redistribute",
       [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
          const std::vector<long>& dst, py::handle group, int wire, const std::string& name,
-         const std::vector<std::size_t>& src_sizes, const std::vector<std::size_t>& dst_sizes) {
+         const std::vector<std::size_t>& src_sizes, const std::vector<std::size_t>& dst_sizes,
+         const std::vector<std::vector<std::size_t>>& globals) {
     check_wire(wire);
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, name, list);
-    if (involves_cut(r)) return run_cut(r, group, list, src_sizes, dst_sizes);
+    r.globals = globals;
+    if (involves_cut(r) || !r.globals.empty()) return run_cut(r, group, list, src_sizes, dst_sizes);
     return run(r, group, list);
       },
       py::arg("x"), py::arg("global_shape"), py::arg("src"), py::arg("dst"), py::arg("group"), py::arg("wire"),
       py::arg("name"), py::arg("src_sizes") = std::vector<std::size_t>{},
-      py::arg("dst_sizes") = std::vector<std::size_t>{});
+      py::arg("dst_sizes") = std::vector<std::size_t>{}, py::arg("globals") = std::vector<std::vector<std::size_t>>{});
   // A front-end argument error found in Python (a shape, layout or wire the
   // package could not read), raised on every rank of the group through the
   // agreement check: the other ranks are already in (or entering) the call.

@@ -95,6 +95,29 @@ def test_wire(comm):
     assert np.array_equal(split, zigzag_block(a, 1, comm.rank, comm.size))
 
 
+def test_batch_of_other_extents(comm):
+    """GQA's Q [2, 7, 4, 3] with K [2, 7, 2, 3] in one call: a switch, then to Zigzag on a wire; misuse raises."""
+    gq, gk = (2, 7, 4, 3), (2, 7, 2, 3)
+    q = (np.arange(np.prod(gq)) % 97).astype(np.float32).reshape(gq)
+    k = (np.arange(np.prod(gk)) % 89).astype(np.float32).reshape(gk)
+    xs = [block(q, 1, comm.rank, comm.size), block(k, 1, comm.rank, comm.size)]
+    qh, kh = dsp.switch(xs, [gq, gk], 1, 2, comm)
+    assert np.array_equal(qh, block(q, 2, comm.rank, comm.size))
+    assert np.array_equal(kh, block(k, 2, comm.rank, comm.size))  # 2 heads: empty blocks from 3 ranks on
+    zq, zk = dsp.redistribute([qh, torch.from_numpy(kh)], [gq, gk], dsp.Sharded(2), dsp.Zigzag(1), comm, wire="bf16")
+    assert np.array_equal(zq, zigzag_block(q, 1, comm.rank, comm.size))  # integers below 256: exact in bf16
+    assert isinstance(zk, torch.Tensor) and np.array_equal(zk.numpy(), zigzag_block(k, 1, comm.rank, comm.size))
+    assert np.array_equal(xs[1], block(k, 1, comm.rank, comm.size))  # inputs untouched
+    # one shape for two blocks; shapes of different ranks; a mesh
+    assert expect_everywhere(lambda: dsp.switch(xs, [gq], 1, 2, comm), dsp.Error, "global_shape is a list of 1 shapes")
+    assert expect_everywhere(lambda: dsp.switch(xs, [gq, (2, 7)], 1, 2, comm), dsp.Error, "another number of dims")
+    if comm.size % 2 == 0:
+        m = dsp.Mesh(comm, (2, comm.size // 2))
+        assert expect_everywhere(lambda: dsp.redistribute(xs, [gq, gk], (dsp.Sharded(1), dsp.Replicated()),
+                                                          (dsp.Sharded(2), dsp.Replicated()), m),
+                                 dsp.Error, "moves on a plain communicator")
+
+
 def test_pieces():
     z = dsp.Zigzag(1)
     assert z.pieces(8, 0, 2) == [(0, 2), (6, 2)] and z.pieces(8, 1, 2) == [(2, 2), (4, 2)]

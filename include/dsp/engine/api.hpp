@@ -139,8 +139,8 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
     const std::string k = std::to_string(t);
     if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
       return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch of " +
-             "different extents moves on a plain communicator, blocking, from C++ (exact or on a wire; not on a "
-             "mesh or split-phase, nor yet from Python)";
+             "different extents moves on a plain communicator, blocking (exact or on a wire; not on a mesh or "
+             "split-phase; from Python, global_shape one shape per block)";
     if (!a.same_group_as_first) {
       if (a.mesh_shape != f.t[0].mesh_shape) {
         auto shape = [&](const std::array<int, kMaxAxes>& m) {
