@@ -486,6 +486,34 @@ void add_cut(const std::vector<std::size_t>& g) {
   }
 }
 
+/// As add_cut, on the bf16 wire: Zigzag<1> against Sharded<1> (the same
+/// elements, half the bytes on the wire), both directions.
+void add_cut_wire(const std::vector<std::size_t>& g) {
+  using E = std::array<std::size_t, 4>;
+  using S1 = dsp::DistTensor<float, 4, dsp::Sharded<1>, Comm>;
+  using S2 = dsp::DistTensor<float, 4, dsp::Sharded<2>, Comm>;
+  using Z1 = dsp::DistTensor<float, 4, dsp::Zigzag<1>, Comm>;
+  const int n = comm().size();
+  const E ext = to_array<4>(g);
+  constexpr dsp::Wire w = dsp::Wire::bf16;
+  for (const bool back : {false, true}) {
+    const std::string group =
+        std::string("cutwire/") + shape_text(g) + (back ? "/2->1" : "/1->2") + "/bf16/np" + std::to_string(n);
+    const double bytes = double(S2(comm(), ext).local_size()) * sizeof(float);
+    references()[group] = "sharded";
+    add(group, "sharded", bytes, [=] {
+      auto a = std::make_shared<std::pair<S1, S2>>(S1(comm(), ext), S2(comm(), ext));
+      if (back) return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<1>>(a->second, a->first, w); });
+      return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<2>>(a->first, a->second, w); });
+    });
+    add(group, "zigzag", bytes, [=] {
+      auto a = std::make_shared<std::pair<Z1, S2>>(Z1(comm(), ext), S2(comm(), ext));
+      if (back) return std::function<void()>([a] { dsp::redistribute<dsp::Zigzag<1>>(a->second, a->first, w); });
+      return std::function<void()>([a] { dsp::redistribute<dsp::Sharded<2>>(a->first, a->second, w); });
+    });
+  }
+}
+
 /// A GQA layer's Ulysses switch: Q [B, S, H, d] and K, V [B, S, H_kv, d] from
 /// the sequence (dim 1) to the heads (dim 2), as one batch of different
 /// extents (one agreement, one exchange) against three separate switches.
@@ -626,11 +654,14 @@ int main(int argc, char** argv) {
                           std::size_t(16) << 20, std::size_t(64) << 20})
       add_batch(b);
     for (std::size_t b : {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20}) add_wire(b);
-    add_cut({1, 64, 4, 16});      // 16 KiB: the Sharded switch takes one MPI_Alltoall at 2 ranks
-    add_cut({1, 256, 8, 64});     // 512 KiB
-    add_cut({1, 2048, 16, 64});   // 8 MiB
-    add_cut({1, 8192, 32, 128});  // 128 MiB
-    add_cut({4, 1024, 16, 64});   // 16 MiB, a batch dim: 4 run patterns per peer
+    add_cut({1, 64, 4, 16});        // 16 KiB: the Sharded switch takes one MPI_Alltoall at 2 ranks
+    add_cut({1, 256, 8, 64});       // 512 KiB
+    add_cut({1, 2048, 16, 64});     // 8 MiB
+    add_cut({1, 8192, 32, 128});    // 128 MiB
+    add_cut({4, 1024, 16, 64});     // 16 MiB, a batch dim: 4 run patterns per peer
+    add_cut_wire({1, 256, 8, 64});  // the same on the bf16 wire
+    add_cut_wire({1, 2048, 16, 64});
+    add_cut_wire({1, 8192, 32, 128});
     // GQA (H = 4 H_kv): Q and K, V of different extents in one batch against three switches.
     add_gqa(1, 64, 8, 2, 16);      // Q 32 KiB, K and V 8 KiB each
     add_gqa(1, 1024, 16, 4, 64);   // Q 4 MiB, K and V 1 MiB each

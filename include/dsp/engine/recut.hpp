@@ -6,9 +6,11 @@
 // runs, the same runs as one typed collective, or one packed all-to-all-v
 // (of every tensor's sections, for a batch; or, where each tensor of a batch
 // moves without copies on its own, each tensor's exchange in turn). On a
-// low-precision wire: the packed exchange, each tensor's exact section of a
-// peer's chunk converted to one wire section (wire.hpp) before the
-// all-to-all-v and back after it, the own block through the wire's rounding.
+// low-precision wire: the packed exchange, each tensor's part of a peer's
+// chunk one wire section (wire.hpp), converted straight from and into the
+// tensors (bf16, fp16, fp32) or through an exact staging copy (fp8, whose
+// scales belong to blocks of the section), the own block through the wire's
+// rounding.
 #pragma once
 
 #include <dsp/core/agree.hpp>
@@ -178,10 +180,18 @@ inline void wire_sections(std::span<const RecutArgs> items, std::span<const std:
   ws.send_bytes = so, ws.recv_bytes = ro;
 }
 
+/// Whether wire w's sections are element by element (bf16, fp16, fp32: element
+/// e of a section at byte e * width), so that each copy task converts
+/// straight between the tensor and its part of the section; fp8's blocks of
+/// kFp8Block elements share a scale, so its sections are packed exact first.
+inline bool elementwise_wire(Wire w) { return w != Wire::fp8_e4m3; }
+
 /// The packed exchange on a wire (run_recut): the own blocks through the
-/// wire's rounding, each tensor's sections packed exact into `sbuf`, each
-/// converted into its wire section in `wsbuf`, the all-to-all-v of the wire
-/// sections into `wrbuf`, each converted back into `rbuf`, then unpacked.
+/// wire's rounding; each tensor's sections converted into its wire sections
+/// in `wsbuf` (element-wise wires: each pack task straight from the tensor;
+/// fp8: packed exact into `sbuf` first, then each section converted), the
+/// all-to-all-v of the wire sections into `wrbuf`, and back the same way
+/// (fp8 through `rbuf`).
 template <class M>
 void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
                     std::span<const std::shared_ptr<const CutPlan>> plans, const BatchSections& b,
@@ -191,6 +201,8 @@ void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
   const auto exec = port.exec();
   const std::size_t n = std::size_t(port.size());
   const Wire w = items[0].wire;
+  const bool direct = elementwise_wire(w);
+  const std::size_t width = w == Wire::fp32 ? 4 : 2;
   auto kernels = [&](std::size_t k) -> const WireKernels<Exec>& {
     return *static_cast<const WireKernels<Exec>*>(items[k].wire_kernels);
   };
@@ -198,18 +210,39 @@ void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
     for (const CopyTask& t : plans[k]->self) kernels(k).round(exec, w, items[k].dst, items[k].src, t);
   if (n == 1) return;  // one rank: its own block is everything
   for (std::size_t k = 0; k < items.size(); ++k) {
-    copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, b.pack[k]);
-    for (std::size_t q = 0; q < n; ++q)
-      if (const std::size_t c = plans[k]->send_counts[q])
-        kernels(k).pack(exec, w, wsbuf + ws.send_at[k * n + q], sbuf + b.send_at[k * n + q], contiguous(0, c), c);
+    const CutPlan& c = *plans[k];
+    if (!direct) copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, b.pack[k]);
+    for (std::size_t q = 0; q < n; ++q) {
+      unsigned char* sec = wsbuf + ws.send_at[k * n + q];
+      if (!direct) {
+        if (const std::size_t m = c.send_counts[q])
+          kernels(k).pack(exec, w, sec, sbuf + b.send_at[k * n + q], contiguous(0, m), m);
+        continue;
+      }
+      for (std::size_t t = c.pack_first[q]; t < c.pack_end[q]; ++t) {  // buffer side: contiguous from dst.base
+        const CopyTask& task = c.pack[t];
+        kernels(k).pack(exec, w, sec + (task.dst.base - c.send_displs[q]) * width, items[k].src, task.src, task.elems);
+      }
+    }
   }
   fence_before_transfer(port, exec);
   port.all_to_all_v(wsbuf, ws.send_counts, ws.send_displs, wrbuf, ws.recv_counts, ws.recv_displs, 1, ws.bound);
   for (std::size_t k = 0; k < items.size(); ++k) {
-    for (std::size_t q = 0; q < n; ++q)
-      if (const std::size_t c = plans[k]->recv_counts[q])
-        kernels(k).unpack(exec, w, rbuf + b.recv_at[k * n + q], contiguous(0, c), wrbuf + ws.recv_at[k * n + q], c);
-    copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, b.unpack[k]);
+    const CutPlan& c = *plans[k];
+    for (std::size_t q = 0; q < n; ++q) {
+      const unsigned char* sec = wrbuf + ws.recv_at[k * n + q];
+      if (!direct) {
+        if (const std::size_t m = c.recv_counts[q])
+          kernels(k).unpack(exec, w, rbuf + b.recv_at[k * n + q], contiguous(0, m), sec, m);
+        continue;
+      }
+      for (std::size_t t = c.unpack_first[q]; t < c.unpack_end[q]; ++t) {  // buffer side: contiguous from src.base
+        const CopyTask& task = c.unpack[t];
+        kernels(k).unpack(exec, w, items[k].dst, task.dst, sec + (task.src.base - c.recv_displs[q]) * width,
+                          task.elems);
+      }
+    }
+    if (!direct) copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, b.unpack[k]);
   }
 }
 
@@ -260,9 +293,11 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
         plans[k] = cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
       batch_sections(items, plans, n, sections);
       wire_sections(items, plans, n, wire, wired);
-      const std::size_t a16 = 16, sb = (sections.send_bytes + a16 - 1) / a16 * a16;
-      const std::size_t rb = (sections.recv_bytes + a16 - 1) / a16 * a16;
-      if (n > 1 && (sections.send_bytes || sections.recv_bytes))
+      // The exact staging (fp8 only) first, then the wire sections, each from a 16-byte boundary.
+      const std::size_t a16 = 16, staged = elementwise_wire(wire) ? 0 : 1;
+      const std::size_t sb = staged * (sections.send_bytes + a16 - 1) / a16 * a16;
+      const std::size_t rb = staged * (sections.recv_bytes + a16 - 1) / a16 * a16;
+      if (n > 1 && (wired.send_bytes || wired.recv_bytes))
         workspace<M>(port).reserve(sb + wired.send_bytes, rb + wired.recv_bytes);
       return true;
     }
@@ -298,8 +333,9 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
     const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
     unsigned char* sbuf = ws ? ws->send() : nullptr;
     unsigned char* rbuf = ws ? ws->recv() : nullptr;
-    const std::size_t a16 = 16, sb = (sections.send_bytes + a16 - 1) / a16 * a16;
-    const std::size_t rb = (sections.recv_bytes + a16 - 1) / a16 * a16;
+    const std::size_t a16 = 16, staged = elementwise_wire(wire) ? 0 : 1;
+    const std::size_t sb = staged * (sections.send_bytes + a16 - 1) / a16 * a16;
+    const std::size_t rb = staged * (sections.recv_bytes + a16 - 1) / a16 * a16;
     exchange_wired(port, items, plans, sections, wired, sbuf, rbuf, sbuf ? sbuf + sb : nullptr,
                    rbuf ? rbuf + rb : nullptr);
     fence_after(port, exec);
