@@ -168,8 +168,8 @@ def _sizes(layout):
 def _no_cut(*layouts, advice="redistribute to dsp.Sharded(d) first"):
     for layout in layouts:
         if _is_cut(layout):
-            raise InvalidArgument(f"dsp.Zigzag and dsp.Blocks move with dsp.redistribute (exact, blocking) in Python "
-                                  f"for now; {advice}")
+            raise InvalidArgument(f"dsp.Zigzag and dsp.Blocks move with dsp.redistribute (blocking, exact or on a "
+                                  f"wire) in Python for now; {advice}")
 
 
 _WIRES = {None: 0, "exact": 0, "bf16": 1, "fp16": 2, "fp8_e4m3": 3, "fp32": 4}
@@ -321,16 +321,16 @@ def reshard(x, global_shape, src, src_group, dst, dst_group, parent, dtype=None)
     where this rank is outside it. Returns this rank's block under ``dst`` on ``dst_group`` (the same kind of
     array as ``x``; where ``x`` is None, of ``dtype``: a numpy dtype gives numpy, a torch dtype torch), or
     None outside it. ``dtype`` is needed where ``x`` is None. Collective over ``parent``: every rank calls
-    it. Any layouts, meshes or communicators on each side; Partial placements are refused (reduce first).
+    it. Any layouts, meshes or communicators on each side (``dsp.Zigzag`` and ``dsp.Blocks`` on a
+    ``dsp.Comm``); Partial placements are refused (reduce first).
     """
     def read():
         if not isinstance(parent, Comm):
             raise InvalidArgument(f"dsp.reshard: parent is a dsp.Comm (the communicator holding both groups), "
                                   f"not {type(parent).__name__}")
-        _no_cut(src, dst)
         return _shape(global_shape), _codes(src, "src"), _codes(dst, "dst")
 
     g, s, d = _collective("dsp::reshard", parent, read)
-    return _dsp.reshard(x, g, s, src_group, d, dst_group, parent, dtype)
+    return _dsp.reshard(x, g, s, src_group, d, dst_group, parent, dtype, _sizes(src), _sizes(dst))
 
 from . import hdf5  # noqa: E402,F401  (dsp.hdf5: save and load, after the names it uses)

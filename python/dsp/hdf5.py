@@ -3,7 +3,8 @@
 
 A file written by ``save`` holds the global tensor as one row-major dataset of its global shape and
 native element type: h5py and h5dump read it as an ordinary array, and ``load`` reads it back under
-any layout, mesh and rank count. Both are collective over the group; a bad argument, a missing file
+any layout (``dsp.Zigzag`` and ``dsp.Blocks`` on a ``dsp.Comm`` too), mesh and rank count. Both
+are collective over the group; a bad argument, a missing file
 or dataset, or a dataset of another shape or element type raises a ``dsp.Error`` on every rank before
 anything is written (``load``: before anything is read into the result).
 
@@ -11,7 +12,7 @@ Element types: float32, float64, float16, bfloat16 (torch), int8 ... int64, uint
 Only where dsp was built with its HDF5 component (``dsp.hdf5.available``).
 """
 from . import _dsp
-from . import InvalidArgument, _codes, _collective, _no_cut, _shape
+from . import InvalidArgument, _codes, _collective, _shape, _sizes
 
 available = bool(_dsp.has_hdf5)
 
@@ -36,8 +37,8 @@ def save(x, global_shape, layout, comm_or_mesh, file, dataset):
     exists; a dataset of the same name is replaced only when it has the same shape and type). Collective."""
     _need()
     g, c, (f, d) = _collective("dsp::hdf5::save", comm_or_mesh, lambda: (
-        _no_cut(layout), _shape(global_shape), _codes(layout, "layout"), _names(file, dataset))[1:])
-    _dsp.hdf5_save(x, g, c, comm_or_mesh, f, d)
+        _shape(global_shape), _codes(layout, "layout"), _names(file, dataset)))
+    _dsp.hdf5_save(x, g, c, comm_or_mesh, f, d, _sizes(layout))
 
 
 def load(file, dataset, global_shape, layout, comm_or_mesh, dtype):
@@ -46,5 +47,5 @@ def load(file, dataset, global_shape, layout, comm_or_mesh, dtype):
     ``layout`` on ``comm_or_mesh``. Collective."""
     _need()
     g, c, (f, d) = _collective("dsp::hdf5::load", comm_or_mesh, lambda: (
-        _no_cut(layout, advice="load as dsp.Sharded(d), then redistribute"), _shape(global_shape), _codes(layout, "layout"), _names(file, dataset))[1:])
-    return _dsp.hdf5_load(f, d, g, c, comm_or_mesh, dtype)
+        _shape(global_shape), _codes(layout, "layout"), _names(file, dataset)))
+    return _dsp.hdf5_load(f, d, g, c, comm_or_mesh, dtype, _sizes(layout))

@@ -1137,6 +1137,36 @@ std::string group_box(const G& g, const std::vector<std::size_t>& global, const 
   return "";
 }
 
+/// The box of this rank's block of a tensor of extents `global` under a cut
+/// layout (`codes`: dsp.Zigzag or dsp.Blocks, `sizes` a Blocks' sizes) on
+/// group `g` (a dsp.Comm), into `b`; a Zigzag block's box spans its two
+/// chunks, and `split`, `first` and `second` say where the second starts (as
+/// C++ reshard and dsp::hdf5 take it). "" or what is wrong.
+std::string cut_box(py::handle g, const std::vector<std::size_t>& global, const std::vector<long>& codes,
+                    const std::vector<std::size_t>& sizes, const char* what, GroupBox& b, std::uint64_t& split,
+                    std::uint64_t& first, std::uint64_t& second) {
+  if (!py::isinstance<PyComm>(g))
+    return std::string(what) + ": dsp.Zigzag and dsp.Blocks are placements of a dsp.Comm, not of mesh axes";
+  if (codes.size() != 1) return std::string(what) + ": on a dsp.Comm, one placement";
+  if (global.empty() || global.size() > kMaxRank)
+    return "a tensor has 1 to " + std::to_string(kMaxRank) + " dims; global_shape has " + std::to_string(global.size());
+  const Comm& c = g.cast<PyComm&>().comm;
+  const std::size_t n = std::size_t(c.size()), me = std::size_t(c.rank());
+  PySide side;
+  if (std::string why = make_side(codes[0], sizes, global, n, side); !why.empty()) return why;
+  dsp::detail::Cut cut = side.side.cut;
+  cut.starts = side.starts.empty() ? nullptr : side.starts.data();
+  dsp::detail::Piece p[2];
+  const std::size_t k = cut.pieces(me, p), dim = side.side.dim;
+  b = GroupBox{};
+  for (std::size_t a = 0; a < global.size(); ++a) b.cnt[a] = global[a];
+  b.off[dim] = p[0].offset, b.cnt[dim] = p[0].count + (k > 1 ? p[1].count : 0);
+  if (k > 1) split = dim, first = p[0].count, second = p[1].offset;
+  b.shape.assign(b.cnt.begin(), b.cnt.begin() + std::ptrdiff_t(global.size()));
+  b.group_size = n;
+  return "";
+}
+
 /// The block `x` of the box `b`: "" or what is wrong with it.
 std::string block_fits(const Block& x, const GroupBox& b, const std::vector<std::size_t>& global,
                        const std::string& what) {
@@ -1153,7 +1183,8 @@ std::string block_fits(const Block& x, const GroupBox& b, const std::vector<std:
 /// block, or None. `dtype` names the element type where x is None.
 py::object reshard(py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
                    py::handle src_group, const std::vector<long>& dst, py::handle dst_group, const PyComm& parent,
-                   py::handle dtype) {
+                   py::handle dtype, const std::vector<std::size_t>& src_sizes,
+                   const std::vector<std::size_t>& dst_sizes) {
   const Comm& comm = parent.comm;
   std::string err;
   auto fail = [&](const std::string& why) {
@@ -1183,22 +1214,27 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
   d.rank = global.size();
   for (std::size_t k = 0; k < global.size() && k < kMaxRank; ++k) d.extents[k] = global[k];
   GroupBox xbox, ybox;
-  auto boxes = [&](py::handle g, const std::vector<long>& codes, const char* what, GroupBox& b) {
+  auto boxes = [&](py::handle g, const std::vector<long>& codes, const std::vector<std::size_t>& sizes,
+                   const char* what, GroupBox& b, std::uint64_t& split, std::uint64_t& first, std::uint64_t& second) {
     try {
+      if (!codes.empty() && dsp::detail::is_cut_code(codes[0]))
+        return cut_box(g, global, codes, sizes, what, b, split, first, second);
       return with_group(g, [&](const auto& gg) { return group_box(gg, global, codes, what, b, kReshardPartial); });
     } catch (const std::exception& e) {
       return std::string(e.what());
     }
   };
   if (has_x && !src_group.is_none()) {
-    if (std::string why = boxes(src_group, src, "src", xbox); !why.empty()) fail(why);
+    if (std::string why = boxes(src_group, src, src_sizes, "src", xbox, d.x_split, d.x_first, d.x_second); !why.empty())
+      fail(why);
     else if (xb && (why = block_fits(*xb, xbox, global, "x"), !why.empty())) fail(why);
     d.has_x = 1, d.x_group = xbox.group_size;
     for (std::size_t k = 0; k < kMaxRank; ++k) d.x.off[k] = xbox.off[k], d.x.cnt[k] = xbox.cnt[k];
   }
   std::optional<Block> yb;
   if (has_y) {
-    if (std::string why = boxes(dst_group, dst, "dst", ybox); !why.empty()) fail(why);
+    if (std::string why = boxes(dst_group, dst, dst_sizes, "dst", ybox, d.y_split, d.y_first, d.y_second); !why.empty())
+      fail(why);
     d.has_y = 1, d.y_group = ybox.group_size;
     for (std::size_t k = 0; k < kMaxRank; ++k) d.y.off[k] = ybox.off[k], d.y.cnt[k] = ybox.cnt[k];
     if (err.empty()) yb = block_of(xb ? empty_like(*xb, ybox.shape) : new_array(dt, ybox.shape));
@@ -1241,14 +1277,19 @@ void* block_data(void* self) { return static_cast<Block*>(self)->data; }
 /// dsp.hdf5.save (save) or load: `x` this rank's block under `codes` on
 /// `group` (load: None, and `dtype` names the type); the block loaded, or None.
 py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& codes,
-                 py::handle group, const std::string& file, const std::string& dataset, py::handle dtype) {
+                 py::handle group, const std::string& file, const std::string& dataset, py::handle dtype,
+                 const std::vector<std::size_t>& sizes) {
   return with_group(group, [&](const auto& g) -> py::object {
     std::string err;
     auto fail = [&](const std::string& why) {
       if (err.empty()) err = why;
     };
     GroupBox box;
-    if (std::string why = group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial); !why.empty())
+    std::uint64_t split = ~std::uint64_t(0), first = 0, second = 0;  // a Zigzag block's two boxes
+    const bool cut = !codes.empty() && dsp::detail::is_cut_code(codes[0]);
+    if (std::string why = cut ? cut_box(group, global, codes, sizes, "layout", box, split, first, second)
+                              : group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial);
+        !why.empty())
       fail(why);
     Block b;
     try {
@@ -1282,10 +1323,13 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     for (std::size_t a = 0; a < codes.size() && a < kMaxAxes; ++a)
       sig.src_layout[a] = sig.dst_layout[a] = codes[a], sig.mesh_shape[a] = box.mesh_axes ? box.mesh_shape[a] : 0;
     dsp::detail::set_site(sig, std::source_location::current());
+    if (cut && !sizes.empty())  // dsp.Blocks: ranks whose sizes differ raise (the agreement compares a hash)
+      sig.arg = static_cast<std::int64_t>(dsp::detail::block_sizes_hash(sizes));
     const std::size_t r = err.empty() ? global.size() : 0;  // nothing is read or written on error
     io.global = std::span<const std::size_t>(global.data(), r);
     io.off = std::span<const std::size_t>(box.off.data(), r);
     io.cnt = std::span<const std::size_t>(box.cnt.data(), r);
+    if (split != ~std::uint64_t(0)) io.split = std::size_t(split), io.first = first, io.second = second;
     io.host = {&block_data, nullptr, &b};
     const auto& world = dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>::world(g);
     {
@@ -1528,17 +1572,27 @@ PYBIND11_MODULE(_dsp, m) {
     clear_outputs();
     dsp::release_workspaces();
   });
-  m.def("reshard", &reshard);
+  m.def("reshard", &reshard, py::arg("x"), py::arg("global_shape"), py::arg("src"), py::arg("src_group"),
+        py::arg("dst"), py::arg("dst_group"), py::arg("parent"), py::arg("dtype"),
+        py::arg("src_sizes") = std::vector<std::size_t>{}, py::arg("dst_sizes") = std::vector<std::size_t>{});
 #if DSP_PYTHON_HDF5
   m.attr("has_hdf5") = true;
-  m.def("hdf5_save", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& codes,
-                        py::handle group, const std::string& file, const std::string& dataset) {
-    h5_io(true, x, global, codes, group, file, dataset, py::none());
-  });
-  m.def("hdf5_load", [](const std::string& file, const std::string& dataset, const std::vector<std::size_t>& global,
-                        const std::vector<long>& codes, py::handle group, py::handle dtype) {
-    return h5_io(false, py::none(), global, codes, group, file, dataset, dtype);
-  });
+  m.def(
+      "hdf5_save",
+      [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group,
+         const std::string& file, const std::string& dataset, const std::vector<std::size_t>& sizes) {
+    h5_io(true, x, global, codes, group, file, dataset, py::none(), sizes);
+      },
+      py::arg("x"), py::arg("global_shape"), py::arg("codes"), py::arg("group"), py::arg("file"), py::arg("dataset"),
+      py::arg("sizes") = std::vector<std::size_t>{});
+  m.def(
+      "hdf5_load",
+      [](const std::string& file, const std::string& dataset, const std::vector<std::size_t>& global,
+         const std::vector<long>& codes, py::handle group, py::handle dtype, const std::vector<std::size_t>& sizes) {
+    return h5_io(false, py::none(), global, codes, group, file, dataset, dtype, sizes);
+      },
+      py::arg("file"), py::arg("dataset"), py::arg("global_shape"), py::arg("codes"), py::arg("group"),
+      py::arg("dtype"), py::arg("sizes") = std::vector<std::size_t>{});
 #else
   m.attr("has_hdf5") = false;
 #endif

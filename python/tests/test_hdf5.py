@@ -6,7 +6,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from conftest import block, world_all
+from conftest import block, counts, world_all
 from mpi4py import MPI
 
 import dsp
@@ -46,6 +46,37 @@ def test_roundtrip(comm, path, dtype):
     # Saved again (same shape and type): replaced in place.
     dsp.hdf5.save(g * 0 + 1, G, dsp.Replicated(), comm, path, name)
     assert np.all(dsp.hdf5.load(path, name, G, dsp.Sharded(0), comm, dtype) == 1)
+
+
+def zigzag_block(a, dim, rank, size):
+    """Chunks rank and 2N-1-rank of dim `dim` (2N parts by dsp's rule), in that order."""
+    c = counts(a.shape[dim], 2 * size)
+    off = np.cumsum([0] + c)
+    rows = list(range(off[rank], off[rank] + c[rank])) + \
+        list(range(off[2 * size - 1 - rank], off[2 * size - 1 - rank] + c[2 * size - 1 - rank]))
+    return np.ascontiguousarray(np.take(a, rows, axis=dim))
+
+
+def test_cuts(comm, path):
+    """dsp.Zigzag and dsp.Blocks blocks save as the global dataset and load back under either."""
+    g = full()
+    dsp.hdf5.save(zigzag_block(g, 1, comm.rank, comm.size), G, dsp.Zigzag(1), comm, path, "cuts/z")
+    assert np.array_equal(dsp.hdf5.load(path, "cuts/z", G, dsp.Replicated(), comm, np.float32), g)
+    sizes = [G[1]] + [0] * (comm.size - 1) if comm.size > 1 else [G[1]]
+    sizes = list(reversed(sizes))  # everything on the last rank
+    y = dsp.hdf5.load(path, "cuts/z", G, dsp.Blocks(1, sizes), comm, np.float32)
+    assert np.array_equal(y, g if comm.rank == comm.size - 1 else g[:, :0])
+    dsp.hdf5.save(y, G, dsp.Blocks(1, sizes), comm, path, "cuts/b")
+    z = dsp.hdf5.load(path, "cuts/b", G, dsp.Zigzag(2), comm, np.float32)
+    assert np.array_equal(z, zigzag_block(g, 2, comm.rank, comm.size))
+    if comm.size > 1:  # ranks whose Blocks sizes differ: every rank raises
+        mine = sizes if comm.rank else list(reversed(sizes))
+        try:
+            dsp.hdf5.load(path, "cuts/b", G, dsp.Blocks(1, mine), comm, np.float32)
+            raised = False
+        except dsp.MismatchError as e:
+            raised = "Blocks sizes disagree" in str(e)
+        assert world_all(raised)
 
 
 def test_mesh(comm, path):

@@ -3,7 +3,7 @@
 # global array; bad input raises on every rank of the parent with the input untouched.
 import numpy as np
 import pytest
-from conftest import block, world_all
+from conftest import block, counts, world_all
 from mpi4py import MPI
 
 import dsp
@@ -129,3 +129,34 @@ def test_errors(comm):
     # And the parent still works.
     y = dsp.reshard(x, G, dsp.Sharded(0), comm, dsp.Sharded(2), comm, comm)
     assert np.array_equal(y, block(g, 2, r, n))
+
+
+def zigzag_block(a, dim, rank, size):
+    """Chunks rank and 2N-1-rank of dim `dim` (2N parts by dsp's rule), in that order."""
+    c = counts(a.shape[dim], 2 * size)
+    off = np.cumsum([0] + c)
+    rows = list(range(off[rank], off[rank] + c[rank])) + \
+        list(range(off[2 * size - 1 - rank], off[2 * size - 1 - rank] + c[2 * size - 1 - rank]))
+    return np.ascontiguousarray(np.take(a, rows, axis=dim))
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_cuts_between_groups(comm, case):
+    """dsp.Zigzag and dsp.Blocks on either side, between groups: each rank's block is one box (two for Zigzag)."""
+    cases = groups_cases(comm.size)
+    if case >= len(cases):
+        pytest.skip("needs more ranks")
+    a, b = group(list(cases[case][0])), group(list(cases[case][1]))
+    g = full()
+    x = None if a is None else zigzag_block(g, 1, a.rank, a.size)
+    sizes = None if b is None else [G[1]] + [0] * (b.size - 1)  # everything on the group's first rank
+    y = dsp.reshard(x, G, dsp.Zigzag(1), a, dsp.Blocks(1, sizes) if b is not None else dsp.Sharded(1), b, comm,
+                    dtype=np.float32)
+    if b is not None:
+        want = g if b.rank == 0 else g[:, :0]
+        assert np.array_equal(y, want)
+    z = dsp.reshard(y, G, dsp.Blocks(1, sizes) if b is not None else dsp.Sharded(1), b, dsp.Zigzag(2), a, comm,
+                    dtype=np.float32)
+    if a is not None:
+        assert np.array_equal(z, zigzag_block(g, 2, a.rank, a.size))
+        assert np.array_equal(x, zigzag_block(g, 1, a.rank, a.size))  # input untouched
