@@ -1332,10 +1332,14 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     if (split != ~std::uint64_t(0)) io.split = std::size_t(split), io.first = first, io.second = second;
     io.host = {&block_data, nullptr, &b};
     const auto& world = dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>::world(g);
-    {
+    try {
       py::gil_scoped_release release;
       if (save) dsp::hdf5::detail::save_io(world, io, file, dataset, std::move(err));
       else dsp::hdf5::detail::load_io(world, io, file, dataset, std::move(err));
+    } catch (const dsp::MismatchError& e) {
+      if (!cut || sizes.empty()) throw;  // name this rank's Blocks sizes: the agreement compares a hash
+      throw dsp::MismatchError(std::string(e.what()) + " (rank " + std::to_string(world.rank()) + ": Blocks sizes " +
+                               dsp::detail::text(std::span<const std::size_t>(sizes)) + ")");
     }
     return save ? py::none() : b.array;
   });

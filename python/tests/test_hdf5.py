@@ -75,7 +75,7 @@ def test_cuts(comm, path):
             dsp.hdf5.load(path, "cuts/b", G, dsp.Blocks(1, mine), comm, np.float32)
             raised = False
         except dsp.MismatchError as e:
-            raised = "Blocks sizes disagree" in str(e)
+            raised = "Blocks sizes disagree" in str(e) and f"(rank {comm.rank}: Blocks sizes [" in str(e)
         assert world_all(raised)
 
 

@@ -185,6 +185,11 @@ inline void wire_sections(std::span<const RecutArgs> items, std::span<const std:
 /// straight between the tensor and its part of the section; fp8's blocks of
 /// kFp8Block elements share a scale, so its sections are packed exact first.
 inline bool elementwise_wire(Wire w) { return w != Wire::fp8_e4m3; }
+/// The bytes the exact staging of a wire exchange takes ahead of its wire
+/// sections in a workspace buffer (fp8 only), to a 16-byte boundary.
+inline std::size_t wire_staging_bytes(Wire w, std::size_t exact_bytes) {
+  return elementwise_wire(w) ? 0 : (exact_bytes + 15) / 16 * 16;
+}
 
 /// The packed exchange on a wire (run_recut): the own blocks through the
 /// wire's rounding; each tensor's sections converted into its wire sections
@@ -293,12 +298,10 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
         plans[k] = cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
       batch_sections(items, plans, n, sections);
       wire_sections(items, plans, n, wire, wired);
-      // The exact staging (fp8 only) first, then the wire sections, each from a 16-byte boundary.
-      const std::size_t a16 = 16, staged = elementwise_wire(wire) ? 0 : 1;
-      const std::size_t sb = staged * (sections.send_bytes + a16 - 1) / a16 * a16;
-      const std::size_t rb = staged * (sections.recv_bytes + a16 - 1) / a16 * a16;
+      // The exact staging (fp8 only) first, then the wire sections.
       if (n > 1 && (wired.send_bytes || wired.recv_bytes))
-        workspace<M>(port).reserve(sb + wired.send_bytes, rb + wired.recv_bytes);
+        workspace<M>(port).reserve(wire_staging_bytes(wire, sections.send_bytes) + wired.send_bytes,
+                                   wire_staging_bytes(wire, sections.recv_bytes) + wired.recv_bytes);
       return true;
     }
     if (!separate) {
@@ -333,11 +336,9 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
     const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
     unsigned char* sbuf = ws ? ws->send() : nullptr;
     unsigned char* rbuf = ws ? ws->recv() : nullptr;
-    const std::size_t a16 = 16, staged = elementwise_wire(wire) ? 0 : 1;
-    const std::size_t sb = staged * (sections.send_bytes + a16 - 1) / a16 * a16;
-    const std::size_t rb = staged * (sections.recv_bytes + a16 - 1) / a16 * a16;
-    exchange_wired(port, items, plans, sections, wired, sbuf, rbuf, sbuf ? sbuf + sb : nullptr,
-                   rbuf ? rbuf + rb : nullptr);
+    exchange_wired(port, items, plans, sections, wired, sbuf, rbuf,
+                   sbuf ? sbuf + wire_staging_bytes(wire, sections.send_bytes) : nullptr,
+                   rbuf ? rbuf + wire_staging_bytes(wire, sections.recv_bytes) : nullptr);
     fence_after(port, exec);
     return;
   }
