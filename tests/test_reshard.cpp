@@ -272,6 +272,26 @@ TEST_CASE("reshard: errors raise on every rank and write nothing") {
                                                       "every rank of both groups");
     }
   }
+  // Targets under different layouts on different ranks (rank 0 Sharded<1>, the others Sharded<2>):
+  // their blocks overlap without being equal. Every rank raises; nothing is written.
+  if (n > 2) {
+    std::optional<dsp::DistTensor<double, 3, Sharded<1>, Comm>> t1;
+    std::optional<dsp::DistTensor<double, 3, Sharded<2>, Comm>> t2;
+    // Sharded<1> and Sharded<2> of [4, 3, 2] over n ranks: rank 0's dim-1 slab meets the others' dim-2 slabs.
+    if (me == 0) t1.emplace(world(), std::array<std::size_t, 3>{4, 3, 2});
+    else t2.emplace(world(), std::array<std::size_t, 3>{4, 3, 2});
+    if (t1) dsp::fill(*t1, [](const auto&) { return -1.0; });
+    if (t2) dsp::fill(*t2, [](const auto&) { return -1.0; });
+    auto to = [&](auto& t) { dsp::reshard(world(), &x, &t); };  // one call site on every rank
+    expect(
+        [&] {
+      if (t1) to(*t1);
+      else to(*t2);
+        },
+        "y's holders do not form one layout");
+    if (t1) CHECK(dsp::count_mismatches(*t1, [](const auto&) { return -1.0; }) == 0);
+    if (t2) CHECK(dsp::count_mismatches(*t2, [](const auto&) { return -1.0; }) == 0);
+  }
   // Nobody passes a target.
   expect([&] { dsp::reshard(world(), &x, static_cast<decltype(y)*>(nullptr)); }, "no rank passed a target tensor");
   // y overlapping x on one rank: its own error there, MismatchError elsewhere.

@@ -160,3 +160,18 @@ def test_cuts_between_groups(comm, case):
     if a is not None:
         assert np.array_equal(z, zigzag_block(g, 2, a.rank, a.size))
         assert np.array_equal(x, zigzag_block(g, 1, a.rank, a.size))  # input untouched
+
+
+def test_cuts_disagreeing_sizes(comm):
+    """Target ranks whose dsp.Blocks sizes differ raise on every rank (their blocks would overlap)."""
+    if comm.size < 2:
+        pytest.skip("needs two ranks")
+    g = full()
+    sizes = [G[1] - 1] + [0] * (comm.size - 2) + [1]
+    mine = sizes if comm.rank else [G[1] - 2] + [0] * (comm.size - 2) + [2]
+    try:
+        dsp.reshard(block(g, 0, comm.rank, comm.size), G, dsp.Sharded(0), comm, dsp.Blocks(1, mine), comm, comm)
+        text = ""
+    except dsp.MismatchError as e:
+        text = str(e)
+    assert world_all("y's holders do not form one layout" in text)

@@ -206,6 +206,41 @@ inline std::string source_groups(std::span<const ReshardDesc> all, const Reshard
   return "";
 }
 
+/// The target side as source_groups checks the source side: two holders'
+/// boxes are equal or disjoint and together they cover the tensor (where
+/// ranks describe their blocks under different layouts, say Blocks sizes
+/// that differ, they do not). Returns why not.
+inline std::string target_error(std::span<const ReshardDesc> all, const ReshardDesc& f) {
+  const std::size_t rank = f.rank;
+  std::vector<std::pair<RBox, int>> distinct;  // each distinct target box and its first holder
+  std::size_t covered = 0;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (!all[r].has_y) continue;
+    BlockPiece pieces[2];
+    const std::size_t np = y_pieces(all[r], rank, pieces);
+    for (std::size_t k = 0; k < np; ++k) {
+      bool placed = false;
+      for (const auto& [box, holder] : distinct) {
+        if (same_box(box, pieces[k].box, rank)) {
+          placed = true;
+          break;
+        }
+        if (box_elems(intersect(box, pieces[k].box, rank), rank) != 0)
+          return "the target blocks of ranks " + std::to_string(holder) + " and " + std::to_string(r) +
+                 " overlap without being equal: y's holders do not form one layout (do they pass the same dst "
+                 "layout, Blocks sizes included?)";
+      }
+      if (!placed) distinct.push_back({pieces[k].box, int(r)}), covered += box_elems(pieces[k].box, rank);
+    }
+  }
+  std::size_t total = 1;
+  for (std::size_t e = 0; e < rank; ++e) total *= f.extents[e];
+  if (covered != total)
+    return "the target blocks cover " + std::to_string(covered) + " of the tensor's " + std::to_string(total) +
+           " elements: y's holders do not form one layout (do they pass the same dst layout, Blocks sizes included?)";
+  return "";
+}
+
 /// Rank `me`'s part of the exchange. Receivers in rank order; for each, the
 /// source groups in order: a holder's part goes into its send buffer in that
 /// order, and into the receiver's buffer in (sender rank, group) order.
@@ -274,6 +309,7 @@ inline std::string plan_reshard(std::span<const ReshardDesc> all, int me, Reshar
     if (std::string why = reshard_group_error(all, src, mismatch); !why.empty()) return why;
   std::vector<SourceGroup> groups;
   if (std::string why = source_groups(all, all[first], groups); !why.empty()) return why;
+  if (std::string why = target_error(all, all[first]); !why.empty()) return mismatch = true, why;
   plan_reshard_exchange(all, all[first].rank, me, groups, plan);
   return "";
 }
