@@ -25,6 +25,16 @@ def block(full, dim, rank, size):
     return np.ascontiguousarray(np.take(full, range(off, off + c[rank]), axis=dim))
 
 
+def zigzag_block(full, dim, rank, size):
+    """This rank's block of `full` under dsp.Zigzag(dim): chunks rank and 2N-1-rank of the 2N-chunk rule,
+    in that order."""
+    c = counts(full.shape[dim], 2 * size)
+    off = [sum(c[:k]) for k in range(2 * size)]
+    rows = list(range(off[rank], off[rank] + c[rank])) + \
+        list(range(off[2 * size - 1 - rank], off[2 * size - 1 - rank] + c[2 * size - 1 - rank]))
+    return np.ascontiguousarray(np.take(full, rows, axis=dim))
+
+
 def world_all(flag):
     """Whether `flag` holds on every rank."""
     return MPI.COMM_WORLD.allreduce(bool(flag), op=MPI.LAND)

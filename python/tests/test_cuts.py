@@ -6,7 +6,7 @@
 import numpy as np
 import pytest
 import torch
-from conftest import block, counts, world_all
+from conftest import block, counts, world_all, zigzag_block
 
 import dsp
 
@@ -15,15 +15,6 @@ G = (2, 7, 5, 3)  # dim 1: 7 rows, fewer than 2N from 4 ranks on (empty chunks)
 
 def full(dtype=np.float32):
     return (np.arange(np.prod(G)) % 251).astype(dtype).reshape(G)
-
-
-def zigzag_block(a, dim, rank, size):
-    """Chunks rank and 2N-1-rank of dim `dim` (2N parts by dsp's rule), in that order."""
-    c = counts(a.shape[dim], 2 * size)
-    off = [sum(c[:k]) for k in range(2 * size)]
-    rows = list(range(off[rank], off[rank] + c[rank])) + \
-        list(range(off[2 * size - 1 - rank], off[2 * size - 1 - rank] + c[2 * size - 1 - rank]))
-    return np.ascontiguousarray(np.take(a, rows, axis=dim))
 
 
 def sizes_for(extent, size, skew):

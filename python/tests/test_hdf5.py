@@ -6,7 +6,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from conftest import block, counts, world_all
+from conftest import block, world_all, zigzag_block
 from mpi4py import MPI
 
 import dsp
@@ -46,15 +46,6 @@ def test_roundtrip(comm, path, dtype):
     # Saved again (same shape and type): replaced in place.
     dsp.hdf5.save(g * 0 + 1, G, dsp.Replicated(), comm, path, name)
     assert np.all(dsp.hdf5.load(path, name, G, dsp.Sharded(0), comm, dtype) == 1)
-
-
-def zigzag_block(a, dim, rank, size):
-    """Chunks rank and 2N-1-rank of dim `dim` (2N parts by dsp's rule), in that order."""
-    c = counts(a.shape[dim], 2 * size)
-    off = np.cumsum([0] + c)
-    rows = list(range(off[rank], off[rank] + c[rank])) + \
-        list(range(off[2 * size - 1 - rank], off[2 * size - 1 - rank] + c[2 * size - 1 - rank]))
-    return np.ascontiguousarray(np.take(a, rows, axis=dim))
 
 
 def test_cuts(comm, path):

@@ -3,7 +3,7 @@
 # global array; bad input raises on every rank of the parent with the input untouched.
 import numpy as np
 import pytest
-from conftest import block, counts, world_all
+from conftest import block, world_all, zigzag_block
 from mpi4py import MPI
 
 import dsp
@@ -129,15 +129,6 @@ def test_errors(comm):
     # And the parent still works.
     y = dsp.reshard(x, G, dsp.Sharded(0), comm, dsp.Sharded(2), comm, comm)
     assert np.array_equal(y, block(g, 2, r, n))
-
-
-def zigzag_block(a, dim, rank, size):
-    """Chunks rank and 2N-1-rank of dim `dim` (2N parts by dsp's rule), in that order."""
-    c = counts(a.shape[dim], 2 * size)
-    off = np.cumsum([0] + c)
-    rows = list(range(off[rank], off[rank] + c[rank])) + \
-        list(range(off[2 * size - 1 - rank], off[2 * size - 1 - rank] + c[2 * size - 1 - rank]))
-    return np.ascontiguousarray(np.take(a, rows, axis=dim))
 
 
 @pytest.mark.parametrize("case", range(5))
