@@ -1050,8 +1050,53 @@ void check_cuts(const Ext& g, std::size_t n) {
 }
 
 /// Every gather, split, scatter and switch of extents g over n ranks, simulated.
+/// A Zigzag on a mesh axis (partition.hpp nested_block): on every 2-axis
+/// mesh of n ranks, each rank's block of an extent e, cut by Zigzag on one
+/// axis and Sharded or nothing on the other (either order), is the nested
+/// rule's, simulated on index lists; at most two ranges; each index held by
+/// the ranks of the axes that do not cut it.
+void check_nested_zigzag(std::size_t e, std::size_t n) {
+  using dsp::detail::kReplicated;
+  const long z = dsp::detail::kZigzag;  // Zigzag<0>
+  for (std::size_t n0 = 1; n0 <= n; ++n0) {
+    if (n % n0 != 0) continue;
+    const std::vector<int> shape{int(n0), int(n / n0)};
+    for (const std::vector<long>& codes : {std::vector<long>{z, 0}, std::vector<long>{0, z},
+                                           std::vector<long>{z, kReplicated}, std::vector<long>{kReplicated, z}}) {
+      PLAN_CONTEXT("nested Zigzag: extent " << e << " on mesh {" << n0 << ", " << n / n0 << "}, codes {" << codes[0]
+                                            << ", " << codes[1] << "}");
+      std::vector<std::size_t> seen(e, 0);
+      for (std::size_t r = 0; r < n; ++r) {
+        const std::vector<int> coords{int(r / (n / n0)), int(r % (n / n0))};
+        std::vector<std::size_t> idx(e);
+        for (std::size_t i = 0; i < e; ++i) idx[i] = i;
+        for (std::size_t a = 0; a < 2; ++a) {
+          if (codes[a] == kReplicated) continue;
+          const std::size_t m = std::size_t(shape[a]), c = std::size_t(coords[a]);
+          std::vector<std::size_t> next;
+          const dsp::Partition p{idx.size(), codes[a] == z ? 2 * m : m};
+          for (const std::size_t k :
+               codes[a] == z ? std::vector<std::size_t>{c, 2 * m - 1 - c} : std::vector<std::size_t>{c})
+            for (std::size_t i = p.offset(k); i < p.offset(k) + p.count(k); ++i) next.push_back(idx[i]);
+          idx = next;
+        }
+        const auto b = dsp::detail::nested_block(std::array<std::size_t, 1>{e}, codes, shape, coords);
+        ENSURE(b.box.count[0] == idx.size());
+        for (std::size_t i = 0; i < idx.size(); ++i) {
+          const bool second = b.split.dim == 0 && i >= b.split.first;
+          ENSURE(idx[i] == (second ? b.split.second + (i - b.split.first) : b.box.offset[0] + i));
+          ++seen[idx[i]];
+        }
+      }
+      const std::size_t copies = codes[0] == kReplicated ? n0 : codes[1] == kReplicated ? n / n0 : 1;
+      for (const std::size_t c : seen) ENSURE(c == copies);
+    }
+  }
+}
+
 void check_small_shape(const Ext& g, std::size_t n) {
   check_cuts(g, n);
+  for (const std::size_t e : g) check_nested_zigzag(e, n);
   for (std::size_t i = 0; i < g.size(); ++i) {
     simulate_gather(g, i, n);
     simulate_split(g, i, n);

@@ -132,6 +132,21 @@ TEST_CASE("hdf5: saved by all ranks, loaded on 1 to n ranks under other layouts 
       CHECK(dsp::count_mismatches(w, [](const E3& x) { return u_of(x) * 5; }) == 0);
     }
   }
+  // Zigzag<1> on a mesh axis with Sharded<1> inside it (USP's causal layout): a rank's part may span
+  // both chunks or lie in one; loaded from and saved to the dataset on every 2-axis mesh.
+  for (int d = 1; d <= n; ++d) {
+    if (n % d != 0) continue;
+    using M = dsp::Mesh<2, Comm>;
+    M mesh{world(), {d, n / d}};
+    dsp::DistTensor<double, 3, dsp::Axes<dsp::Zigzag<1>, Sharded<1>>, M> z{mesh, e};
+    dsp::hdf5::load(file, "zigzag/u1", z);
+    CHECK(dsp::count_mismatches(z, [](const E3& g) { return u_of(g) * 5; }) == 0);
+    dsp::fill(z, [](const E3& g) { return u_of(g) * 7; });
+    dsp::hdf5::save(z, file, "mesh/zigzag");
+    dsp::DistTensor<double, 3, Sharded<0>, Comm> back{world(), e};
+    dsp::hdf5::load(file, "mesh/zigzag", back);
+    CHECK(dsp::count_mismatches(back, [](const E3& g) { return u_of(g) * 7; }) == 0);
+  }
   // Saving again into a dataset of the same extents and type replaces it.
   {
     dsp::DistTensor<double, 3, Replicated, Comm> x{world(), e};

@@ -144,6 +144,26 @@ constexpr std::size_t cut_elems_sent(const std::array<std::size_t, R>& e, const 
   return checked_mul(product_except(e, a.dim, a.dim), in - kept);
 }
 
+/// Elements rank p sends rank q (q != p) moving from cut a to cut b.
+template <std::size_t R>
+constexpr std::size_t cut_elems_to(const std::array<std::size_t, R>& e, const CutSide& a, const CutSide& b,
+                                   std::size_t p, std::size_t q) {
+  if (a.cut.kind == Cut::Kind::whole) return 0;
+  if (b.cut.kind == Cut::Kind::whole) return checked_mul(product_except(e, a.dim, a.dim), a.cut.count(p));
+  if (a.dim != b.dim) return checked_mul(checked_mul(product_except(e, a.dim, b.dim), a.cut.count(p)), b.cut.count(q));
+  Piece x[2], y[2];
+  const std::size_t kx = a.cut.pieces(p, x), ky = b.cut.pieces(q, y);
+  std::size_t both = 0;
+  for (std::size_t u = 0; u < kx; ++u)
+    for (std::size_t v = 0; v < ky; ++v) {
+      const std::size_t lo = x[u].offset > y[v].offset ? x[u].offset : y[v].offset;
+      const std::size_t hx = x[u].offset + x[u].count, hy = y[v].offset + y[v].count;
+      const std::size_t hi = hx < hy ? hx : hy;
+      both += hi > lo ? hi - lo : 0;
+    }
+  return checked_mul(product_except(e, a.dim, a.dim), both);
+}
+
 /// The cost of a redistribution between two cuts (one rank of n).
 template <std::size_t R>
 constexpr TransitionCost cut_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes, std::size_t n,
@@ -342,7 +362,7 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
   for (std::size_t x : g) total = checked_mul(total, x);
   StepCost c;
   c.step = st;
-  c.collectives = communicates(st.kind) && n > 1 && total > 0 ? 1 : 0;
+  c.collectives = step_communicates(st.kind, st.from) && n > 1 && total > 0 ? 1 : 0;
   switch (st.kind) {
     case StepKind::switch_dims: {
       const std::size_t i = std::size_t(st.from), j = std::size_t(st.to);
@@ -373,6 +393,15 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
     case StepKind::reduce_scatter: {
       const std::size_t j = std::size_t(st.to);
       c.bytes = checked_mul(elem_bytes, total - checked_mul(product_except(g, j, j), Partition{g[j], n}.count(p)));
+      break;
+    }
+    case StepKind::recut: {  // to each peer its part, exact or as one wire section
+      const CutSide from = code_side(st.from, g, n), to = code_side(st.to, g, n);
+      for (std::size_t q = 0; q < n; ++q) {
+        const std::size_t elems = q == p ? 0 : cut_elems_to(g, from, to, p, q);
+        c.bytes = checked_add(c.bytes, wire == Wire::exact || elems == 0 ? checked_mul(elem_bytes, elems)
+                                                                         : wire_section_bytes(wire, elems, elem_bytes));
+      }
       break;
     }
     default: break;
@@ -455,8 +484,10 @@ namespace detail {
 template <class From, class To>
 constexpr std::size_t fitting_rank() {
   std::size_t r = 1;
-  for (long x : codes_v<From>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
-  for (long x : codes_v<To>) r = x >= 0 && std::size_t(x) + 1 > r ? std::size_t(x) + 1 : r;
+  for (long x : codes_v<From>)
+    r = code_dim(x) >= 0 && std::size_t(code_dim(x)) + 1 > r ? std::size_t(code_dim(x)) + 1 : r;
+  for (long x : codes_v<To>)
+    r = code_dim(x) >= 0 && std::size_t(code_dim(x)) + 1 > r ? std::size_t(code_dim(x)) + 1 : r;
   return r;
 }
 
@@ -497,7 +528,7 @@ struct redistribute_plan {
   /// The number of steps that communicate.
   static constexpr std::size_t collectives() {
     std::size_t c = 0;
-    for (const auto& s : plan) c += communicates(s.kind) ? 1 : 0;
+    for (const auto& s : plan) c += step_communicates(s.kind, s.from) ? 1 : 0;
     return c;
   }
 

@@ -14,8 +14,8 @@ namespace dsp {
 namespace detail {
 
 /// Calls f(k, g) for every element of x's block, in row-major order: k its
-/// linear offset in the block, g its global multi-index (under Zigzag<D>, the
-/// block's two chunks of dim D in turn).
+/// linear offset in the block, g its global multi-index (where the block
+/// holds two ranges of a dim, Zigzag's: block_split(), each in turn).
 template <class X, class F>
 void for_each_global_index(const X& x, F&& f) {
   using Xt = std::remove_cvref_t<X>;
@@ -26,15 +26,13 @@ void for_each_global_index(const X& x, F&& f) {
   for (std::size_t d = 0; d < R; ++d) total *= le[d];
   std::array<std::size_t, R> l{}, g{};  // local and global multi-index
   for (std::size_t d = 0; d < R; ++d) g[d] = lo[d];
-  [[maybe_unused]] Piece pieces[2];
-  if constexpr (is_cut_v<typename Xt::layout_type>) x.cut().pieces(std::size_t(x.communicator().rank()), pieces);
+  const Split split = x.block_split();
   for (std::size_t k = 0; k < total; ++k) {
     f(k, static_cast<const std::array<std::size_t, R>&>(g));
     for (std::size_t d = R; d-- > 0;) {  // the next index, the last dim fastest
       ++g[d];
       if (++l[d] < le[d]) {
-        if constexpr (is_cut_v<typename Xt::layout_type>)
-          if (d == Xt::layout_type::dim && l[d] == pieces[0].count) g[d] = pieces[1].offset;  // the second chunk
+        if (d == split.dim && l[d] == split.first) g[d] = split.second;  // the second range
         break;
       }
       l[d] = 0;

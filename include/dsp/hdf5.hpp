@@ -623,11 +623,8 @@ struct TypedIo {
     X::set_layouts(io.sig, x.communicator());
     for (std::size_t a = 0; a < dsp::kMaxAxes; ++a) io.sig.dst_layout[a] = io.sig.src_layout[a];
     io.global = global, io.off = off, io.cnt = cnt;
-    if constexpr (is_zigzag_v<typename X::layout_type>) {  // chunks r and 2N-1-r of dim D
-      dsp::Piece p[2];
-      x.cut().pieces(std::size_t(x.communicator().rank()), p);
-      io.split = X::layout_type::dim, io.first = p[0].count, io.second = p[1].offset;
-    }
+    if (const dsp::Split sp = x.block_split(); sp.dim != dsp::Split::none)  // two ranges of a dim (Zigzag)
+      io.split = sp.dim, io.first = sp.first, io.second = sp.second;
     io.type = native_type<T>();
     io.type_text = type_text<T>();
     io.host = {&TypedIo::get, save ? nullptr : &TypedIo::put, this};

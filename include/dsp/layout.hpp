@@ -156,8 +156,8 @@ constexpr Collective collective_for() {
 namespace detail {
 /// Integer code of a placement, exchanged between ranks and used by the mesh
 /// planner: D for Sharded<D>, -1 Replicated, -2 / -3 / -4 Partial<Sum / Max /
-/// Min>, kZigzag - D for Zigzag<D> and kBlocks - D for Blocks<D> (never on a
-/// mesh: the planner does not see them).
+/// Min>, kZigzag - D for Zigzag<D> and kBlocks - D for Blocks<D> (Blocks
+/// never on a mesh).
 inline constexpr long kReplicated = -1, kPartialSum = -2, kPartialMax = -3, kPartialMin = -4;
 inline constexpr long kZigzag = -1000, kBlocks = -2000;
 template <class L>
@@ -173,6 +173,14 @@ constexpr long layout_code() {
 constexpr bool is_partial_code(long c) { return c <= kPartialSum && c >= kPartialMin; }
 /// Whether a code is Zigzag's or Blocks'.
 constexpr bool is_cut_code(long c) { return c <= kZigzag; }
+constexpr bool is_zigzag_code(long c) { return c <= kZigzag && c > kBlocks; }
+/// The dim a code cuts (Sharded, Zigzag, Blocks), or -1 (Replicated, Partial).
+constexpr long code_dim(long c) {
+  if (c >= 0) return c;
+  if (c <= kBlocks) return kBlocks - c;
+  if (c <= kZigzag) return kZigzag - c;
+  return -1;
+}
 
 /// The placement codes of a layout: one per axis (Axes<...>), or one.
 template <class L>

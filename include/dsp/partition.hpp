@@ -2,6 +2,8 @@
 // dsp: block partition of one extent over N parts. Pure arithmetic.
 #pragma once
 
+#include <dsp/layout.hpp>
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -107,33 +109,138 @@ struct CutSide {
   Cut cut;
 };
 
+/// How placement code c (layout_code: Sharded, Zigzag; else whole) cuts
+/// extents e over n ranks.
+constexpr CutSide code_side(long c, std::span<const std::size_t> e, std::size_t n) {
+  const long d = code_dim(c);
+  if (d < 0) return CutSide{0, Cut{Cut::Kind::whole, e.empty() ? 0 : e[0], n, nullptr}};
+  return CutSide{std::size_t(d),
+                 Cut{is_zigzag_code(c) ? Cut::Kind::zigzag : Cut::Kind::even, e[std::size_t(d)], n, nullptr}};
+}
+
 /// A rank's block of one or more dims: offset and count per dim.
 template <std::size_t R>
 struct Box {
   std::array<std::size_t, R> offset{}, count{};
 };
 
-/// The nested partition of a mesh (or of one communicator, a mesh of one
-/// axis). `codes[a]` is axis a's placement code (D for Sharded<D>; negative:
-/// not sharded), `shape[a]` its rank count and `coords[a]` this rank's
-/// coordinate. A dim sharded by several axes is split by them in axis order:
-/// over the lowest axis first (the 1-D rule), then each block over the next.
-/// The result is this rank's box: still one contiguous row-major block.
-template <std::size_t R>
-constexpr Box<R> nested_box(const std::array<std::size_t, R>& global, std::span<const long> codes,
-                            std::span<const int> shape, std::span<const int> coords) {
-  Box<R> b;
-  b.count = global;
+/// Where a block held as two ranges of one dim jumps (a Zigzag block, or a
+/// part of one): along `dim` (none: ~0), after its first `first` indices,
+/// to global index `second`. The block's offset along `dim` is its first
+/// range's.
+struct Split {
+  static constexpr std::size_t none = ~std::size_t(0);
+  std::size_t dim = none, first = 0, second = 0;
+};
+
+/// Appends to `out` the global ranges of local indices [s, s + k) of a block
+/// held as the ranges `p[0..np)` (in block order): one per range it meets,
+/// or one empty range at s's position. At most `cap` ranges are written.
+constexpr void map_local(const Piece* p, std::size_t np, std::size_t s, std::size_t k, Piece* out, std::size_t& no,
+                         std::size_t cap) {
+  std::size_t at = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < np; ++i) {
+    const std::size_t lo = s > at ? s : at, hi = s + k < at + p[i].count ? s + k : at + p[i].count;
+    if (hi > lo && no < cap) out[no++] = {p[i].offset + (lo - at), hi - lo}, any = true;
+    at += p[i].count;
+  }
+  if (any || no >= cap) return;
+  std::size_t pos = np ? p[np - 1].offset + p[np - 1].count : 0;
+  for (std::size_t i = 0, a = 0; i < np; a += p[i].count, ++i)
+    if (s < a + p[i].count) {
+      pos = p[i].offset + (s - a);
+      break;
+    }
+  out[no++] = {pos, 0};
+}
+
+/// Axis a's cut of a block of `count` indices along its dim: Sharded (the
+/// 1-D rule) or Zigzag (chunks r and 2N-1-r of 2N); local ranges into `out`.
+constexpr std::size_t axis_pieces(long code, std::size_t count, std::size_t parts, std::size_t r, Piece (&out)[2]) {
+  const Cut c{is_zigzag_code(code) ? Cut::Kind::zigzag : Cut::Kind::even, count, parts, nullptr};
+  return c.pieces(r, out);
+}
+
+/// The counts of this rank's block under the nested partition (see
+/// nested_block), for the dims of `global` (at most kMaxRank).
+inline std::array<std::size_t, kMaxRank> nested_counts(std::span<const std::size_t> global, std::span<const long> codes,
+                                                       std::span<const int> shape, std::span<const int> coords) {
+  std::array<std::size_t, kMaxRank> c{};
+  for (std::size_t d = 0; d < global.size() && d < kMaxRank; ++d) c[d] = global[d];
   for (std::size_t a = 0; a < codes.size(); ++a) {
-    if (codes[a] < 0) continue;
-    const std::size_t d = static_cast<std::size_t>(codes[a]);
-    const Partition part{b.count[d], static_cast<std::size_t>(shape[a])};
-    const std::size_t c = static_cast<std::size_t>(coords[a]);
-    b.offset[d] += part.offset(c);
-    b.count[d] = part.count(c);
+    const long d = code_dim(codes[a]);
+    if (d < 0 || std::size_t(d) >= kMaxRank) continue;
+    Piece p[2];
+    const std::size_t k = axis_pieces(codes[a], c[std::size_t(d)], std::size_t(shape[a]), std::size_t(coords[a]), p);
+    c[std::size_t(d)] = p[0].count + (k > 1 ? p[1].count : 0);
+  }
+  return c;
+}
+
+/// A rank's block under the nested partition: its box (the offset of its
+/// first range along a split dim) and where it jumps (Split).
+template <std::size_t R>
+struct NestedBlock {
+  Box<R> box;
+  Split split;
+};
+
+/// The nested partition of a mesh (or of one communicator, a mesh of one
+/// axis). `codes[a]` is axis a's placement code (layout_code: D for
+/// Sharded<D>, kZigzag - D for Zigzag<D>; Replicated and Partial do not
+/// cut), `shape[a]` its rank count and `coords[a]` this rank's coordinate. A
+/// dim cut by several axes is cut by them in axis order: by the lowest axis
+/// first (the 1-D rule, or Zigzag's chunks), then each rank's block, in its
+/// own order of indices, by the next. Without Zigzag a block is one box;
+/// with one Zigzag on a dim, the block holds at most two ranges of it
+/// (Split). With two Zigzags on one dim the counts hold but not the split
+/// (a tensor's layout has at most one Zigzag).
+template <std::size_t R>
+constexpr NestedBlock<R> nested_block(const std::array<std::size_t, R>& global, std::span<const long> codes,
+                                      std::span<const int> shape, std::span<const int> coords) {
+  constexpr std::size_t cap = 8;
+  NestedBlock<R> b;
+  b.box.count = global;
+  for (std::size_t d = 0; d < R; ++d) {
+    bool cut = false;
+    for (long c : codes) cut = cut || code_dim(c) == long(d);
+    if (!cut) continue;
+    Piece cur[cap] = {{0, global[d]}};
+    std::size_t n = 1;
+    for (std::size_t a = 0; a < codes.size(); ++a) {
+      if (code_dim(codes[a]) != long(d)) continue;
+      Piece loc[2];
+      const std::size_t k = axis_pieces(codes[a], b.box.count[d], std::size_t(shape[a]), std::size_t(coords[a]), loc);
+      Piece next[cap] = {};
+      std::size_t m = 0;
+      for (std::size_t i = 0; i < k; ++i) map_local(cur, n, loc[i].offset, loc[i].count, next, m, cap);
+      b.box.count[d] = loc[0].count + (k > 1 ? loc[1].count : 0);
+      n = m;
+      for (std::size_t i = 0; i < m; ++i) cur[i] = next[i];
+    }
+    Piece run[cap] = {};  // the non-empty ranges, adjacent ones merged
+    std::size_t r = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (cur[i].count == 0) continue;
+      if (r > 0 && run[r - 1].offset + run[r - 1].count == cur[i].offset) run[r - 1].count += cur[i].count;
+      else run[r++] = cur[i];
+    }
+    b.box.offset[d] = r > 0 ? run[0].offset : cur[0].offset;
+    if (r > 1) b.split = Split{d, run[0].count, run[1].offset};
   }
   return b;
 }
 
+/// This rank's box under the nested partition (nested_block's).
+template <std::size_t R>
+constexpr Box<R> nested_box(const std::array<std::size_t, R>& global, std::span<const long> codes,
+                            std::span<const int> shape, std::span<const int> coords) {
+  return nested_block(global, codes, shape, coords).box;
+}
+
 }  // namespace detail
+
+/// Where a block jumps along one dim (DistTensor::block_split()).
+using Split = detail::Split;
 }  // namespace dsp

@@ -78,12 +78,7 @@ void reshard(const Parent& parent, const X* x, Y* y, std::source_location loc = 
     auto box = [](const auto& t, detail::RBox& b, std::uint64_t& split, std::uint64_t& first, std::uint64_t& second) {
       const auto o = t.local_offsets(), c = t.local_extents();
       for (std::size_t k = 0; k < R; ++k) b.off[k] = o[k], b.cnt[k] = c[k];
-      using L = typename std::remove_cvref_t<decltype(t)>::layout_type;
-      if constexpr (is_zigzag_v<L>) {
-        Piece p[2];
-        t.cut().pieces(std::size_t(t.communicator().rank()), p);
-        split = L::dim, first = p[0].count, second = p[1].offset;
-      }
+      if (const Split sp = t.block_split(); sp.dim != Split::none) split = sp.dim, first = sp.first, second = sp.second;
     };
     auto group_size = [](const auto& t) {
       using G = typename std::remove_cvref_t<decltype(t)>::communicator_type;

@@ -146,15 +146,23 @@ constexpr bool layout_for_group() {
                   "(Replicated, Sharded<D> or Partial<Op>) per mesh axis.");
     if constexpr (is_axes_v<L>) {
       static_assert(L::size == G::axes, "dsp::DistTensor: Axes<...> must name exactly one placement per mesh axis.");
-      constexpr bool no_cut = [] {
+      constexpr std::size_t zigzags = [] {
+        std::size_t z = 0;
+        for (long c : placement_codes<L>::value) z += is_zigzag_code(c) ? 1 : 0;
+        return z;
+      }();
+      constexpr bool no_blocks = [] {
         for (long c : placement_codes<L>::value)
-          if (is_cut_code(c)) return false;
+          if (is_cut_code(c) && !is_zigzag_code(c)) return false;
         return true;
       }();
-      static_assert(no_cut,
-                    "dsp::DistTensor: Zigzag<D> and Blocks<D> are placements of a plain communicator for now, not "
-                    "of a mesh axis; on a mesh, use the communicator of the axis (mesh.axis(a)) for that step.");
-      return L::size == G::axes && no_cut;
+      static_assert(no_blocks,
+                    "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; "
+                    "on a mesh, use the communicator of the axis (mesh.axis(a)) for that step.");
+      static_assert(zigzags <= 1,
+                    "dsp::DistTensor: a layout on a mesh has at most one Zigzag<D> (a rank's block then holds at "
+                    "most two ranges of dim D); cut the other dims with Sharded.");
+      return L::size == G::axes && no_blocks && zigzags <= 1;
     }
     return false;
   } else {
@@ -382,7 +390,8 @@ class DistTensor {
     }
   }
   /// Global index of local element (0, ..., 0). Under Zigzag<D> the block
-  /// holds two chunks of dim D: this is the first's offset (see pieces()).
+  /// holds two chunks of dim D: this is the first's offset (see cut(); on a
+  /// mesh, block_split()).
   extents_type local_offsets() const {
     if constexpr (is_cut_v<L>) {
       extents_type o{};
@@ -406,6 +415,29 @@ class DistTensor {
       c.starts = sizes_->starts.data();
     }
     return c;
+  }
+  /// Where this rank's block jumps along a dim: under a Zigzag<D> placement
+  /// (of the communicator, or of a mesh axis, with Sharded<D> on other axes
+  /// cutting its block further) the block may hold two ranges of dim D:
+  /// `dim` D, `first` the count of the first range (at local_offsets()[D]),
+  /// `second` the global offset of the second. Split::none as `dim` when the
+  /// block is one box.
+  Split block_split() const {
+    if constexpr (is_zigzag_v<L>) {
+      detail::Piece p[2];
+      cut().pieces(std::size_t(comm_.rank()), p);
+      if (p[1].count == 0 || p[1].offset == p[0].offset + p[0].count) return {};
+      return Split{L::dim, p[0].count, p[1].offset};
+    } else if constexpr (is_mesh_v<Comm>) {
+      using traits = detail::group_traits<Comm>;
+      const auto shape = traits::shape(comm_);
+      const auto coords = traits::coords(comm_);
+      return detail::nested_block(global_, std::span<const long>(detail::placement_codes<L>::value),
+                                  std::span<const int>(shape), std::span<const int>(coords))
+          .split;
+    } else {
+      return {};
+    }
   }
   /// Blocks<D>: the block sizes along D, one per rank, as constructed.
   const std::vector<std::size_t>& block_sizes() const requires is_blocks_v<L> { return sizes_->sizes; }

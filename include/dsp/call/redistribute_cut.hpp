@@ -32,13 +32,22 @@ namespace dsp::detail {
 template <class L, class To>
 inline constexpr bool involves_cut_v = is_cut_v<L> || is_cut_v<To>;
 
+/// Whether a layout (a placement, or Axes of them) has a Zigzag or Blocks.
+template <class L>
+constexpr bool has_cut_code() {
+  for (long c : codes_v<L>)
+    if (is_cut_code(c)) return true;
+  return false;
+}
+
 /// The forms of redistribute that do not take Zigzag and Blocks yet.
 template <class L, class To>
 constexpr bool cut_form_ok() {
-  static_assert(!involves_cut_v<L, To>,
-                "dsp::start_redistribute: Zigzag<D> and Blocks<D> move blocking, for now (dsp::redistribute, on a "
-                "wire or exact), not split-phase.");
-  return !involves_cut_v<L, To>;
+  constexpr bool cut = has_cut_code<L>() || has_cut_code<To>();
+  static_assert(!cut,
+                "dsp::start_redistribute: Zigzag<D> and Blocks<D> (on a communicator or a mesh axis) move "
+                "blocking, for now (dsp::redistribute, on a wire or exact), not split-phase.");
+  return !cut;
 }
 
 /// The rules of a redistribution with a cut side.

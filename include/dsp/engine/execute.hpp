@@ -50,6 +50,12 @@ void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t ra
                        ReduceArgs{it.in, it.out, ge, a.rtype, reduce_op_of_code(p.step.from),
                                   p.step.kind == StepKind::all_reduce ? -1 : p.step.to});
       break;
+    case StepKind::recut: {
+      std::array<RecutArgs, kMaxBatch> args;
+      recut_items(items, ge, p.step, port.size(), a.wire, args);
+      execute_recut(port, std::span<const RecutArgs>(args.data(), items.size()), *p.recut);
+      break;
+    }
     case StepKind::to_partial:
       for (const PackedItem& it : items)
         execute_to_partial(port, it.in, it.out, product(ge) * it.elem_bytes,

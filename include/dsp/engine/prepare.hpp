@@ -10,6 +10,7 @@
 #include <dsp/core/port.hpp>
 #include <dsp/engine/api.hpp>
 #include <dsp/engine/packed_steps.hpp>
+#include <dsp/engine/recut.hpp>
 #include <dsp/engine/steps.hpp>
 #include <dsp/engine/wisdom_store.hpp>
 #include <dsp/partition.hpp>
@@ -33,14 +34,7 @@ namespace dsp::detail {
 /// The extents of this rank's box under placement `codes` (the nested rule).
 inline std::array<std::size_t, kMaxRank> box_count(std::span<const std::size_t> global, std::span<const long> codes,
                                                    std::span<const int> shape, std::span<const int> coords) {
-  std::array<std::size_t, kMaxRank> c{};
-  for (std::size_t d = 0; d < global.size() && d < kMaxRank; ++d) c[d] = global[d];
-  for (std::size_t a = 0; a < codes.size(); ++a) {
-    if (codes[a] < 0) continue;
-    const std::size_t d = std::size_t(codes[a]);
-    c[d] = Partition{c[d], std::size_t(shape[a])}.count(std::size_t(coords[a]));
-  }
-  return c;
+  return nested_counts(global, codes, shape, coords);
 }
 
 constexpr ReduceOp reduce_op_of_code(long code) {
@@ -71,6 +65,7 @@ struct PreparedStep {
   GatherPlan gather;                          // a gather of one exact tensor
   std::shared_ptr<const PackedGatherPlan> packed_gather;
   ReduceScatterPlan reduce;
+  RecutRun* recut = nullptr;                // a recut's exchange (a slot per step, kept by the thread)
   std::array<std::size_t, kMaxRank> out{};  // this rank's block after the step
   std::size_t out_elems = 0;
   bool decidable = false;  // Planning::measure decides this step (key: its decision's key)
@@ -240,6 +235,14 @@ void prepare_step(PreparedOp& op, PrepareState& ps, const OpGroup<M>& g, const O
         plan_gather_step(p, ps, port, a, ge, post, s);
         op.posted_last = post;
         break;
+      case StepKind::recut: {
+        thread_local std::array<RecutRun, kMaxSteps> runs;
+        p.recut = &runs[t];
+        std::array<RecutArgs, kMaxBatch> items;
+        recut_items(a.items, ge, p.step, port.size(), a.wire, items);
+        prepare_recut(port, std::span<const RecutArgs>(items.data(), a.items.size()), s, *p.recut);
+        break;
+      }
       case StepKind::reduce_scatter:
         p.reduce =
             plan_and_reserve_reduce<M>(port, ReduceArgs{nullptr, nullptr, ge, a.rtype, ReduceOp::sum, p.step.to});

@@ -267,93 +267,114 @@ void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
   port.exchange_runs(a.src, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
 }
 
-/// Runs a redistribution between cuts of one tensor or a batch (engine/api.hpp).
-/// Collective over port.
+/// A mesh step's tensors (engine/prepare.hpp) as the exchange between cuts
+/// takes them: their blocks in group extents `ge`, from the step's code to
+/// its code over the n ranks of its axis.
+inline void recut_items(std::span<const PackedItem> items, std::span<const std::size_t> ge, const MeshStep& step, int n,
+                        Wire w, std::array<RecutArgs, kMaxBatch>& out) {
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    RecutArgs& r = out[k];
+    r.src = items[k].in, r.dst = items[k].out;
+    r.elem_bytes = items[k].elem_bytes;
+    r.global = ge;
+    r.from = code_side(step.from, ge, std::size_t(n));
+    r.to = code_side(step.to, ge, std::size_t(n));
+    r.wire = w;
+    r.kind = items[k].kind;
+    r.wire_kernels = w == Wire::exact ? nullptr : items[k].wire;
+  }
+}
+
+/// A prepared exchange between cuts (of one tensor or a batch): each
+/// tensor's plan, and how they run together.
+struct RecutRun {
+  std::vector<std::shared_ptr<const CutPlan>> plans;
+  BatchSections sections;
+  WireSections wired;
+  bool on_wire = false, whole_in = false, separate = false;
+};
+
+/// Plans `items` (their pointers unused) on port, into r, and reserves the
+/// workspace; throws on failure (the caller's prepare reports it).
 template <class M>
-void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const RecutArgs> items) {
-  ExclusiveUse use(port, op_name(sig.op));
+void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgorithm setting, RecutRun& r) {
   const std::size_t n = std::size_t(port.size()), p = std::size_t(port.rank());
-  const SwitchAlgorithm setting = switch_algorithm();
   const Capabilities caps = capabilities_of(port);
-  const bool whole_in = items[0].from.cut.kind == Cut::Kind::whole;  // a batch shares its layouts
-  thread_local std::vector<std::shared_ptr<const CutPlan>> plans;
-  thread_local BatchSections sections;
-  thread_local WireSections wired;
-  plans.assign(items.size(), nullptr);
+  r.whole_in = items[0].from.cut.kind == Cut::Kind::whole;  // a batch shares its layouts
   // On a wire: every tensor's elements converted, one packed exchange (a split, from Replicated, is
   // local and exact, as everywhere).
-  const Wire wire = items[0].wire;
-  const bool on_wire = wire != Wire::exact && !whole_in;
-  sig.wire = static_cast<std::uint32_t>(wire);
-  for (std::size_t k = 0; k < items.size() && err.empty() && wire != Wire::exact; ++k)
-    if (err = wire_error(op_name(sig.op), port.rank(), wire, items[k].kind, items.size() > 1 ? long(k) : -1);
-        !err.empty())
-      sig.status = static_cast<std::uint32_t>(Status::bad_argument);
+  r.on_wire = items[0].wire != Wire::exact && !r.whole_in;
+  r.plans.assign(items.size(), nullptr);
+  if (r.on_wire) {
+    for (std::size_t k = 0; k < items.size(); ++k)
+      r.plans[k] = cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
+    batch_sections(items, r.plans, n, r.sections);
+    wire_sections(items, r.plans, n, items[0].wire, r.wired);
+    // The exact staging (fp8 only) first, then the wire sections.
+    if (n > 1 && (r.wired.send_bytes || r.wired.recv_bytes))
+      workspace<M>(port).reserve(wire_staging_bytes(items[0].wire, r.sections.send_bytes) + r.wired.send_bytes,
+                                 wire_staging_bytes(items[0].wire, r.sections.recv_bytes) + r.wired.recv_bytes);
+    return;
+  }
   // A batch whose every tensor would move without copies on its own does so, in turn (two copies per
   // byte saved); else one packed all-to-all-v of every tensor's sections.
-  bool separate = items.size() == 1 && !on_wire;
-  const bool ok = prepare(port.rank(), sig, err, [&] {
-    if (on_wire) {
-      for (std::size_t k = 0; k < items.size(); ++k)
-        plans[k] = cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
-      batch_sections(items, plans, n, sections);
-      wire_sections(items, plans, n, wire, wired);
-      // The exact staging (fp8 only) first, then the wire sections.
-      if (n > 1 && (wired.send_bytes || wired.recv_bytes))
-        workspace<M>(port).reserve(wire_staging_bytes(wire, sections.send_bytes) + wired.send_bytes,
-                                   wire_staging_bytes(wire, sections.recv_bytes) + wired.recv_bytes);
-      return true;
-    }
-    if (!separate) {
-      separate = !whole_in;
-      for (const RecutArgs& a : items)
-        separate = separate && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting) != CutMode::packed;
-    }
-    for (std::size_t k = 0; k < items.size(); ++k)
-      plans[k] = separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
-                          : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
-    std::size_t sb = 0, rb = 0;
-    if (items.size() == 1 && plans[0]->mode == CutMode::packed)
-      sb = plans[0]->send_elems * items[0].elem_bytes, rb = plans[0]->recv_elems * items[0].elem_bytes;
-    if (!separate) {
-      batch_sections(items, plans, n, sections);
-      sb = sections.send_bytes, rb = sections.recv_bytes;
-    }
-    if (n > 1 && !whole_in && (sb || rb)) workspace<M>(port).reserve(sb, rb);
-    return true;
-  });
-  if (ok) {
-    const CutMode mode = plans[0]->mode;
-    sig.path = static_cast<std::uint32_t>(whole_in                       ? Path::identity
-                                          : items.size() > 1 && separate ? Path::per_tensor
-                                          : mode == CutMode::peer        ? Path::pairwise
-                                          : mode == CutMode::typed       ? Path::datatypes
-                                                                         : Path::alltoallv);
+  r.separate = items.size() == 1;
+  if (!r.separate) {
+    r.separate = !r.whole_in;
+    for (const RecutArgs& a : items)
+      r.separate = r.separate && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting) != CutMode::packed;
   }
-  agree(port, sig, err);
+  for (std::size_t k = 0; k < items.size(); ++k)
+    r.plans[k] = r.separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
+                            : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
+  std::size_t sb = 0, rb = 0;
+  if (items.size() == 1 && r.plans[0]->mode == CutMode::packed)
+    sb = r.plans[0]->send_elems * items[0].elem_bytes, rb = r.plans[0]->recv_elems * items[0].elem_bytes;
+  if (!r.separate) {
+    batch_sections(items, r.plans, n, r.sections);
+    sb = r.sections.send_bytes, rb = r.sections.recv_bytes;
+  }
+  if (n > 1 && !r.whole_in && (sb || rb)) workspace<M>(port).reserve(sb, rb);
+}
+
+/// The path a prepared exchange takes (the agreement compares it).
+inline Path recut_path(const RecutRun& r, std::size_t items) {
+  const CutMode mode = r.plans[0]->mode;
+  return r.whole_in                ? Path::identity
+         : items > 1 && r.separate ? Path::per_tensor
+         : mode == CutMode::peer   ? Path::pairwise
+         : mode == CutMode::typed  ? Path::datatypes
+                                   : Path::alltoallv;
+}
+
+/// Runs a prepared exchange on `items` (blocking).
+template <class M>
+void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const RecutRun& r) {
+  const std::size_t n = std::size_t(port.size());
   const auto exec = port.exec();
-  if (on_wire) {
+  if (r.on_wire) {
     const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
     unsigned char* sbuf = ws ? ws->send() : nullptr;
     unsigned char* rbuf = ws ? ws->recv() : nullptr;
-    exchange_wired(port, items, plans, sections, wired, sbuf, rbuf,
-                   sbuf ? sbuf + wire_staging_bytes(wire, sections.send_bytes) : nullptr,
-                   rbuf ? rbuf + wire_staging_bytes(wire, sections.recv_bytes) : nullptr);
+    const Wire wire = items[0].wire;
+    exchange_wired(port, items, r.plans, r.sections, r.wired, sbuf, rbuf,
+                   sbuf ? sbuf + wire_staging_bytes(wire, r.sections.send_bytes) : nullptr,
+                   rbuf ? rbuf + wire_staging_bytes(wire, r.sections.recv_bytes) : nullptr);
     fence_after(port, exec);
     return;
   }
-  if (separate && plans[0]->mode != CutMode::packed) {
-    for (std::size_t k = 0; k < items.size(); ++k) exchange_one(port, *plans[k], items[k]);
+  if (r.separate && r.plans[0]->mode != CutMode::packed) {
+    for (std::size_t k = 0; k < items.size(); ++k) exchange_one(port, *r.plans[k], items[k]);
     return;
   }
   for (std::size_t k = 0; k < items.size(); ++k)
-    copy_runs(exec, items[k].dst, items[k].src, items[k].elem_bytes, plans[k]->self);
-  if (n > 1 && !whole_in) {
+    copy_runs(exec, items[k].dst, items[k].src, items[k].elem_bytes, r.plans[k]->self);
+  if (n > 1 && !r.whole_in) {
     const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
     unsigned char* sbuf = ws ? ws->send() : nullptr;
     unsigned char* rbuf = ws ? ws->recv() : nullptr;
     if (items.size() == 1) {
-      const CutPlan& c = *plans[0];
+      const CutPlan& c = *r.plans[0];
       const RecutArgs& a = items[0];
       if (c.bound > 0) {
         copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack);
@@ -363,17 +384,38 @@ void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const 
                           a.elem_bytes, c.bound);
         copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack);
       }
-    } else if (sections.bound > 0) {
+    } else if (r.sections.bound > 0) {
       for (std::size_t k = 0; k < items.size(); ++k)
-        copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, sections.pack[k]);
+        copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, r.sections.pack[k]);
       fence_before_transfer(port, exec);
-      port.all_to_all_v(sbuf, sections.send_counts, sections.send_displs, rbuf, sections.recv_counts,
-                        sections.recv_displs, 1, sections.bound);
+      port.all_to_all_v(sbuf, r.sections.send_counts, r.sections.send_displs, rbuf, r.sections.recv_counts,
+                        r.sections.recv_displs, 1, r.sections.bound);
       for (std::size_t k = 0; k < items.size(); ++k)
-        copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, sections.unpack[k]);
+        copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, r.sections.unpack[k]);
     }
   }
   fence_after(port, exec);
+}
+
+/// Runs a redistribution between cuts of one tensor or a batch (engine/api.hpp).
+/// Collective over port.
+template <class M>
+void run_recut(PortOn<M>& port, Signature sig, std::string err, std::span<const RecutArgs> items) {
+  ExclusiveUse use(port, op_name(sig.op));
+  thread_local RecutRun run;
+  const Wire wire = items[0].wire;
+  sig.wire = static_cast<std::uint32_t>(wire);
+  for (std::size_t k = 0; k < items.size() && err.empty() && wire != Wire::exact; ++k)
+    if (err = wire_error(op_name(sig.op), port.rank(), wire, items[k].kind, items.size() > 1 ? long(k) : -1);
+        !err.empty())
+      sig.status = static_cast<std::uint32_t>(Status::bad_argument);
+  const bool ok = prepare(port.rank(), sig, err, [&] {
+    prepare_recut(port, items, switch_algorithm(), run);
+    return true;
+  });
+  if (ok) sig.path = static_cast<std::uint32_t>(recut_path(run, items.size()));
+  agree(port, sig, err);
+  execute_recut(port, items, run);
 }
 
 }  // namespace dsp::detail

@@ -11,12 +11,14 @@
 //   Partial    -> Replicated   all-reduce
 //   Partial    -> Sharded<j>   reduce-scatter
 //   Replicated -> Partial      local (the rank at coordinate 0 keeps the value)
+//   to or from Zigzag<d>       recut           one exchange (from Replicated: local)
 //
 // A step on axis a that touches dim d is exact only when a is the innermost
 // axis sharding d, before (for the dim it leaves) and after (for the dim it
 // enters): no axis b > a shards d. Then the ranks along axis a hold one block
 // of d between them, split by the 1-D rule, and the step is the 1-D primitive
-// on that block. planner() finds the cheapest sequence of such steps by an
+// on that block. A Zigzag code stays on the axes that hold it in the
+// input or the output (a tensor's layout has at most one). planner() finds the cheapest sequence of such steps by an
 // A* search over placements (Dijkstra's order plus an admissible bound to the
 // goal), at compile time.
 #pragma once
@@ -31,7 +33,7 @@
 
 namespace dsp {
 
-enum class StepKind : int { switch_dims, gather, split, all_reduce, reduce_scatter, to_partial };
+enum class StepKind : int { switch_dims, gather, split, all_reduce, reduce_scatter, to_partial, recut };
 
 constexpr const char* step_name(StepKind k) {
   switch (k) {
@@ -41,12 +43,18 @@ constexpr const char* step_name(StepKind k) {
     case StepKind::all_reduce: return "all-reduce";
     case StepKind::reduce_scatter: return "reduce-scatter";
     case StepKind::to_partial: return "to-partial";
+    case StepKind::recut: return "recut";
   }
   return "?";
 }
 
-/// Whether a step kind communicates (one collective on its axis).
+/// Whether a step kind communicates (one collective on its axis); a recut
+/// from Replicated does not (step_communicates).
 constexpr bool communicates(StepKind k) { return k != StepKind::split && k != StepKind::to_partial; }
+/// Whether a step of kind k from code `from` communicates.
+constexpr bool step_communicates(StepKind k, long from) {
+  return communicates(k) && !(k == StepKind::recut && from == -1);
+}
 
 /// One step of a plan: on `axis`, the placement code goes from `from` to `to`.
 struct MeshStep {
@@ -72,11 +80,11 @@ struct MeshPlan {
 
 namespace dsp::detail {
 
-/// Whether no axis after `a` shards `dim` in state s (so `a` is innermost for it).
+/// Whether no axis after `a` cuts `dim` in state s (so `a` is innermost for it).
 template <std::size_t K>
 constexpr bool innermost(const std::array<long, K>& s, std::size_t a, long dim) {
   for (std::size_t b = a + 1; b < K; ++b)
-    if (s[b] == dim) return false;
+    if (code_dim(s[b]) == dim) return false;
   return true;
 }
 
@@ -85,8 +93,12 @@ constexpr bool innermost(const std::array<long, K>& s, std::size_t a, long dim) 
 /// p's dim and q's dim (true for codes that are not dims), or -1 when no
 /// single exact step does.
 constexpr int step_rule(long p, long q, bool p_innermost, bool q_innermost) {
-  const bool pp = p <= -2, qp = q <= -2;
+  const bool pp = is_partial_code(p), qp = is_partial_code(q);
   if (p == q) return -1;
+  if (is_cut_code(p) || is_cut_code(q)) {  // one exchange between the two cuts (none from Replicated)
+    if (pp || qp) return -1;
+    return (code_dim(p) < 0 || p_innermost) && (code_dim(q) < 0 || q_innermost) ? int(StepKind::recut) : -1;
+  }
   if (p >= 0 && q >= 0) return p_innermost && q_innermost ? int(StepKind::switch_dims) : -1;
   if (p >= 0 && q == -1) return p_innermost ? int(StepKind::gather) : -1;
   if (p == -1 && q >= 0) return q_innermost ? int(StepKind::split) : -1;
@@ -101,7 +113,8 @@ constexpr int step_rule(long p, long q, bool p_innermost, bool q_innermost) {
 template <std::size_t K>
 constexpr int step_kind(const std::array<long, K>& s, std::size_t a, long q) {
   const long p = s[a];
-  return step_rule(p, q, p < 0 || innermost(s, a, p), q < 0 || innermost(s, a, q));
+  return step_rule(p, q, code_dim(p) < 0 || innermost(s, a, code_dim(p)),
+                   code_dim(q) < 0 || innermost(s, a, code_dim(q)));
 }
 
 /// The planner's cost of a step from state s, on a reference mesh whose axes
@@ -109,13 +122,14 @@ constexpr int step_kind(const std::array<long, K>& s, std::size_t a, long q) {
 /// divide evenly: bytes per rank (scaled by kRefAxis to stay integral). A
 /// switch moves (n-1)/n of the block, a gather receives n-1 blocks, an
 /// all-reduce moves 2(n-1)/n (reduce-scatter + all-gather), a reduce-scatter
-/// (n-1)/n, local steps nothing. The plan's exact cost for real extents and
+/// (n-1)/n, local steps nothing; a recut costs what the Sharded step of its
+/// kind would (a gather into Replicated, nothing from it, else a switch). The plan's exact cost for real extents and
 /// a real mesh is redistribute_cost() (cost.hpp).
 inline constexpr std::uint64_t kRefAxis = 8;
 template <std::size_t K>
-constexpr std::uint64_t step_cost(const std::array<long, K>& s, StepKind k) {
+constexpr std::uint64_t step_cost(const std::array<long, K>& s, StepKind k, long from = 0, long to = 0) {
   std::size_t sharding = 0;
-  for (long c : s) sharding += c >= 0 ? 1 : 0;
+  for (long c : s) sharding += code_dim(c) >= 0 ? 1 : 0;
   std::uint64_t b = 1;  // the block, scaled: kRefAxis^(K - sharding)
   for (std::size_t e = sharding; e < K; ++e) b *= kRefAxis;
   const std::uint64_t n = kRefAxis;
@@ -124,17 +138,20 @@ constexpr std::uint64_t step_cost(const std::array<long, K>& s, StepKind k) {
     case StepKind::gather: return b * n * (n - 1);
     case StepKind::all_reduce: return 2 * b * (n - 1);
     case StepKind::reduce_scatter: return b * (n - 1);
+    case StepKind::recut: return from == -1 ? 0 : to == -1 ? b * n * (n - 1) : b * (n - 1);
     default: return 0;
   }
 }
 
-/// The dims and codes the planner considers: Replicated, the Partial codes
-/// named in `from` or `to`, the dims they name, and up to K more dims of the
-/// tensor (without sizes, any two unnamed dims are alike, so K of them give
-/// every plan that a tensor of more dims could use).
+/// The dims and codes the planner considers: Replicated, the Partial and
+/// Zigzag codes named in `from` or `to`, the dims they name, and up to K
+/// more dims of the tensor (without sizes, any two unnamed dims are alike,
+/// so K of them give every plan that a tensor of more dims could use). A
+/// Zigzag code may only stand on an axis where `from` or `to` has it.
 template <std::size_t K>
 struct Alphabet {
-  std::array<long, 3 + 2 * K + K> codes{};
+  std::array<long, 1 + 5 * K> codes{};  // Replicated, 2K codes, the dims of K Zigzags each side, K dims
+  std::array<long, K> from{}, to{};
   std::size_t size = 0;
   constexpr void add(long c) {
     for (std::size_t k = 0; k < size; ++k)
@@ -150,9 +167,10 @@ struct Alphabet {
 template <std::size_t K>
 constexpr Alphabet<K> alphabet(const std::array<long, K>& from, const std::array<long, K>& to, std::size_t rank) {
   Alphabet<K> a;
+  a.from = from, a.to = to;
   a.add(-1);
-  for (long c : from) a.add(c);
-  for (long c : to) a.add(c);
+  for (long c : from) a.add(c), a.add(code_dim(c));
+  for (long c : to) a.add(c), a.add(code_dim(c));
   std::size_t extra = 0;
   for (std::size_t d = 0; d < rank && extra < K; ++d)
     if (a.index(long(d)) == a.size) a.add(long(d)), ++extra;
@@ -179,10 +197,11 @@ constexpr std::uint64_t step_key(std::uint64_t cost, bool collective) {
 constexpr std::uint64_t axis_bound(long x, long t) {
   if (x == t) return 0;
   const std::uint64_t n = kRefAxis;
-  if (x >= 0 && t >= 0) return step_key(n - 1, true);                  // a switch at the smallest block
-  if (x >= 0) return step_key(n * (n - 1), true);                      // a gather first (to Replicated or Partial)
-  if (x <= -2) return step_key(t >= 0 ? (n - 1) : 2 * (n - 1), true);  // a reduce-scatter or an all-reduce
-  return step_key(0, false);                                           // a local step from Replicated
+  const bool xs = code_dim(x) >= 0, ts = code_dim(t) >= 0;                    // cut: Sharded or Zigzag
+  if (xs && ts) return step_key(n - 1, true);                                 // a switch at the smallest block
+  if (xs) return step_key(n * (n - 1), true);                                 // a gather first
+  if (is_partial_code(x)) return step_key(ts ? (n - 1) : 2 * (n - 1), true);  // a reduce-scatter or all-reduce
+  return step_key(0, false);                                                  // a local step from Replicated
 }
 
 /// An indexed binary min-heap of state indices below N, ordered by key[],
@@ -234,16 +253,19 @@ struct IndexHeap {
 template <std::size_t K, class F>
 constexpr void for_each_step(const std::array<long, K>& s, const std::array<std::size_t, K>& digit,
                              const Alphabet<K>& A, F&& f) {
-  // top[k]: the last axis whose code is A.codes[k] (K if none): axis a is
-  // innermost for that dim exactly when top[k] <= a.
-  std::size_t top[3 * K + 3] = {};
-  for (std::size_t k = 0; k < A.size; ++k) top[k] = K;
-  for (std::size_t a = 0; a < K; ++a) top[digit[a]] = a;
+  // top[d]: the last axis that cuts dim d (K if none): axis a is innermost
+  // for d exactly when top[d] <= a.
+  std::size_t top[kMaxRank] = {};
+  for (std::size_t d = 0; d < kMaxRank; ++d) top[d] = K;
+  for (std::size_t a = 0; a < K; ++a)
+    if (const long d = code_dim(s[a]); d >= 0 && d < long(kMaxRank)) top[d] = a;
+  auto inner = [&](long d, std::size_t a) { return d < 0 || d >= long(kMaxRank) || top[d] == K || top[d] <= a; };
   for (std::size_t a = 0; a < K; ++a)
     for (std::size_t k = 0; k < A.size; ++k) {
       if (k == digit[a]) continue;
       const long p = s[a], q = A.codes[k];
-      const int kind = step_rule(p, q, p < 0 || top[digit[a]] <= a, q < 0 || top[k] == K || top[k] <= a);
+      if (is_cut_code(q) && q != A.from[a] && q != A.to[a]) continue;  // a Zigzag stays on its axis
+      const int kind = step_rule(p, q, inner(code_dim(p), a), inner(code_dim(q), a));
       if (kind >= 0) f(a, k, static_cast<StepKind>(kind));
     }
 }
@@ -275,12 +297,12 @@ constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::arra
   // number of sharding axes costs what step_cost says, so going from s to the
   // goal's s_t sharding axes costs at least those s - s_t gathers.
   std::size_t goal_sharding = 0;
-  for (long c : to) goal_sharding += c >= 0 ? 1 : 0;
+  for (long c : to) goal_sharding += code_dim(c) >= 0 ? 1 : 0;
   auto bound = [&](const std::array<long, K>& t) {
     std::uint64_t h = 0;
     for (std::size_t a = 0; a < K; ++a) h += axis_bound(t[a], to[a]);
     std::size_t sharding = 0;
-    for (long c : t) sharding += c >= 0 ? 1 : 0;
+    for (long c : t) sharding += code_dim(c) >= 0 ? 1 : 0;
     std::uint64_t g = 0, b = 1, n = kRefAxis;  // gathers at sharding levels sharding, ..., goal_sharding + 1
     for (std::size_t e = sharding; e < K; ++e) b *= n;
     for (std::size_t k = sharding; k > goal_sharding; --k, b *= n) g += step_key(b * n * (n - 1), true);
@@ -307,7 +329,7 @@ constexpr MeshPlan<K> plan_mesh(const std::array<long, K>& from, const std::arra
     for_each_step(s, digit, A, [&](std::size_t a, std::size_t k, StepKind kind) {
       const std::size_t v = u - digit[a] * weight[a] + k * weight[a];
       if (done[v]) return;
-      const std::uint64_t nk = dist[u] + step_key(step_cost(s, kind), communicates(kind));
+      const std::uint64_t nk = dist[u] + step_key(step_cost(s, kind, s[a], A.codes[k]), step_communicates(kind, s[a]));
       if (nk >= dist[v]) return;
       std::array<long, K> t = s;
       t[a] = A.codes[k];
