@@ -27,6 +27,7 @@ template void execute_split<Host>(PortOn<Host>&, std::span<const std::size_t>, s
 template void run_from_root<Host>(PortOn<Host>&, Signature, std::string, const RootArgs&);
 template void run_reshard<Host>(PortOn<Host>&, Signature, std::string, ReshardDesc, const void*, void*, std::size_t);
 template void run_recut<Host>(PortOn<Host>&, Signature, std::string, std::span<const RecutArgs>);
+template const void* recut_hooks<Host>();
 
 template class PortOf<BasicSelfCommunicator<Host>, Host>;
 #ifdef DSP_COMPILED_WITH_MPI

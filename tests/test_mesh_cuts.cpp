@@ -134,9 +134,11 @@ void all_pairs(const CMesh<2>& m, const E3& e, List<L...>) {
 }  // namespace
 
 TEST_CASE("Zigzag on a mesh axis: each rank's block is the nested rule's, at most two ranges") {
-  const std::vector<std::vector<long>> layouts{
-      {dsp::detail::kZigzag - 1, 1}, {1, dsp::detail::kZigzag - 1}, {dsp::detail::kZigzag - 1, 2},
-      {dsp::detail::kReplicated, dsp::detail::kZigzag - 1}, {1, dsp::detail::kZigzag - 1, 1}};
+  const std::vector<std::vector<long>> layouts{{dsp::detail::kZigzag - 1, 1},
+                                               {1, dsp::detail::kZigzag - 1},
+                                               {dsp::detail::kZigzag - 1, 2},
+                                               {dsp::detail::kReplicated, dsp::detail::kZigzag - 1},
+                                               {1, dsp::detail::kZigzag - 1, 1}};
   for (const auto& codes : layouts)
     for (int n0 = 1; n0 <= 4; ++n0)
       for (int n1 = 1; n1 <= 3; ++n1)

@@ -157,6 +157,8 @@ constexpr void map_local(const Piece* p, std::size_t np, std::size_t s, std::siz
 
 /// Axis a's cut of a block of `count` indices along its dim: Sharded (the
 /// 1-D rule) or Zigzag (chunks r and 2N-1-r of 2N); local ranges into `out`.
+/// (A Blocks code's sizes are not in the code: a Blocks tensor, on a plain
+/// communicator only, says its block through DistTensor::cut().)
 constexpr std::size_t axis_pieces(long code, std::size_t count, std::size_t parts, std::size_t r, Piece (&out)[2]) {
   const Cut c{is_zigzag_code(code) ? Cut::Kind::zigzag : Cut::Kind::even, count, parts, nullptr};
   return c.pieces(r, out);

@@ -145,12 +145,16 @@ void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_loc
                 Layout<typename X0::layout_type> && Layout<To>) {
     if (mixed_extents(xs)) return recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs, ys, wire, loc);
   }
+  const void* recut = nullptr;  // only plans between layouts with a Zigzag have recut steps
+  if constexpr (has_cut_code<typename X0::layout_type>() || has_cut_code<To>())
+    recut = recut_hooks<typename X0::memory_space>();
   operate(Call<K>{.op = Op::redistribute,
                   .plan = &plan,
                   .from = P::from,
                   .dst_codes = P::to.data(),
                   .arg = long(switch_algorithm()),
-                  .loc = loc},
+                  .loc = loc,
+                  .recut = recut},
           xs, ys, wire);
 }
 

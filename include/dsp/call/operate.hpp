@@ -240,6 +240,7 @@ struct Call {
   const long* dst_codes = nullptr;    // or one code per axis (a redistribution; K of them, static)
   long arg = 0;                       // what else the ranks must agree on: a batch's size, the algorithm setting
   std::source_location loc;           // the call site
+  const void* recut = nullptr;        // recut_hooks<M>() where a layout has a Zigzag (engine/api.hpp)
 };
 
 /// The facts of call `c` on tensors xs into ys (tuples of references):
@@ -274,6 +275,7 @@ void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, const C
   constexpr int rt = reduce_type_code<T0>();
   f.rtype = static_cast<ReduceType>(rt < 0 ? 0 : rt);
   f.steps = c.plan->steps.data(), f.n_steps = c.plan->size;
+  f.recut = c.recut;
   f.from = c.from.data(), f.axes = K;
 }
 

@@ -47,6 +47,7 @@ struct OpArgs {
   std::span<const long> from;           // the input placement, one code per axis
   Wire wire = Wire::exact;              // for float tensors, on switch and gather steps
   ReduceType rtype = ReduceType::f32;   // for reductions (Partial placements)
+  const void* recut = nullptr;          // a plan's recut steps' engine (RecutHooks<M>), or nullptr
 };
 
 /// A byte range [first, second) of a tensor's block (empty: first == second).
@@ -101,6 +102,7 @@ struct CallFacts {
   // end's: the Python module's block, dtype or layout checks), or nullptr:
   // then every rank raises at the agreement check, this one with this text.
   const char* error = nullptr;
+  const void* recut = nullptr;  // RecutHooks<M> where the layouts have a Zigzag (OpArgs::recut)
 };
 
 /// What is wrong with an output, as text (cold: only on error).
@@ -269,6 +271,20 @@ struct RecutArgs {
   const void* wire_kernels = nullptr;
 };
 
+struct RecutRun;
+/// The engine of a mesh plan's recut steps (engine/recut.hpp) for memory
+/// space M, reached through OpArgs::recut: the typed front end passes it
+/// (recut_hooks<M>()) only where a layout has a Zigzag, so that the files of
+/// other operations do not compile it. `prepare` plans the step's exchange
+/// into slot `slot` (the step's index) of the thread's prepared exchanges.
+template <class M>
+struct RecutHooks {
+  RecutRun* (*prepare)(PortOn<M>&, std::span<const RecutArgs>, SwitchAlgorithm, std::size_t slot);
+  void (*execute)(PortOn<M>&, std::span<const RecutArgs>, const RecutRun&);
+};
+template <class M>
+const void* recut_hooks();
+
 /// Runs a redistribution of one tensor or a batch (items: one per tensor, a
 /// batch's of equal layouts, any extents): plan, agreement (`sig`, `err` a
 /// local failure), one exchange (or each tensor's own, in turn, where each
@@ -331,6 +347,7 @@ extern template void run_reshard<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, 
                                                     const void*, void*, std::size_t);
 extern template void run_recut<Kokkos::HostSpace>(PortOn<Kokkos::HostSpace>&, Signature, std::string,
                                                   std::span<const RecutArgs>);
+extern template const void* recut_hooks<Kokkos::HostSpace>();
 #endif
 
 }  // namespace dsp::detail

@@ -53,7 +53,8 @@ void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t ra
     case StepKind::recut: {
       std::array<RecutArgs, kMaxBatch> args;
       recut_items(items, ge, p.step, port.size(), a.wire, args);
-      execute_recut(port, std::span<const RecutArgs>(args.data(), items.size()), *p.recut);
+      static_cast<const RecutHooks<M>*>(a.recut)->execute(port, std::span<const RecutArgs>(args.data(), items.size()),
+                                                          *p.recut);
       break;
     }
     case StepKind::to_partial:

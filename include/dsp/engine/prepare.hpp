@@ -10,7 +10,6 @@
 #include <dsp/core/port.hpp>
 #include <dsp/engine/api.hpp>
 #include <dsp/engine/packed_steps.hpp>
-#include <dsp/engine/recut.hpp>
 #include <dsp/engine/steps.hpp>
 #include <dsp/engine/wisdom_store.hpp>
 #include <dsp/partition.hpp>
@@ -39,6 +38,24 @@ inline std::array<std::size_t, kMaxRank> box_count(std::span<const std::size_t> 
 
 constexpr ReduceOp reduce_op_of_code(long code) {
   return code == kPartialMax ? ReduceOp::max : code == kPartialMin ? ReduceOp::min : ReduceOp::sum;
+}
+
+/// A mesh step's tensors as the exchange between cuts (engine/recut.hpp)
+/// takes them: their blocks in group extents `ge`, from the step's code to
+/// its code over the n ranks of its axis.
+inline void recut_items(std::span<const PackedItem> items, std::span<const std::size_t> ge, const MeshStep& step, int n,
+                        Wire w, std::array<RecutArgs, kMaxBatch>& out) {
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    RecutArgs& r = out[k];
+    r.src = items[k].in, r.dst = items[k].out;
+    r.elem_bytes = items[k].elem_bytes;
+    r.global = ge;
+    r.from = code_side(step.from, ge, std::size_t(n));
+    r.to = code_side(step.to, ge, std::size_t(n));
+    r.wire = w;
+    r.kind = items[k].kind;
+    r.wire_kernels = w == Wire::exact ? nullptr : items[k].wire;
+  }
 }
 
 /// Two grow-only buffers for the blocks between the steps of a plan, used in
@@ -236,11 +253,11 @@ void prepare_step(PreparedOp& op, PrepareState& ps, const OpGroup<M>& g, const O
         op.posted_last = post;
         break;
       case StepKind::recut: {
-        thread_local std::array<RecutRun, kMaxSteps> runs;
-        p.recut = &runs[t];
+        if (!a.recut) throw UsageError("a recut step (to or from Zigzag) reached an engine without one");
         std::array<RecutArgs, kMaxBatch> items;
         recut_items(a.items, ge, p.step, port.size(), a.wire, items);
-        prepare_recut(port, std::span<const RecutArgs>(items.data(), a.items.size()), s, *p.recut);
+        p.recut = static_cast<const RecutHooks<M>*>(a.recut)->prepare(
+            port, std::span<const RecutArgs>(items.data(), a.items.size()), s, t);
         break;
       }
       case StepKind::reduce_scatter:

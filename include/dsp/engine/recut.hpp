@@ -267,24 +267,6 @@ void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
   port.exchange_runs(a.src, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
 }
 
-/// A mesh step's tensors (engine/prepare.hpp) as the exchange between cuts
-/// takes them: their blocks in group extents `ge`, from the step's code to
-/// its code over the n ranks of its axis.
-inline void recut_items(std::span<const PackedItem> items, std::span<const std::size_t> ge, const MeshStep& step, int n,
-                        Wire w, std::array<RecutArgs, kMaxBatch>& out) {
-  for (std::size_t k = 0; k < items.size(); ++k) {
-    RecutArgs& r = out[k];
-    r.src = items[k].in, r.dst = items[k].out;
-    r.elem_bytes = items[k].elem_bytes;
-    r.global = ge;
-    r.from = code_side(step.from, ge, std::size_t(n));
-    r.to = code_side(step.to, ge, std::size_t(n));
-    r.wire = w;
-    r.kind = items[k].kind;
-    r.wire_kernels = w == Wire::exact ? nullptr : items[k].wire;
-  }
-}
-
 /// A prepared exchange between cuts (of one tensor or a batch): each
 /// tensor's plan, and how they run together.
 struct RecutRun {
@@ -395,6 +377,21 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
     }
   }
   fence_after(port, exec);
+}
+
+/// The mesh engine's recut step (RecutHooks): prepare into the thread's
+/// slot for step `slot`, then execute.
+template <class M>
+RecutRun* prepare_recut_slot(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgorithm setting,
+                             std::size_t slot) {
+  thread_local std::array<RecutRun, kMaxSteps> runs;
+  prepare_recut(port, items, setting, runs[slot]);
+  return &runs[slot];
+}
+template <class M>
+const void* recut_hooks() {
+  static constexpr RecutHooks<M> hooks{&prepare_recut_slot<M>, &execute_recut<M>};
+  return &hooks;
 }
 
 /// Runs a redistribution between cuts of one tensor or a batch (engine/api.hpp).

@@ -143,7 +143,8 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
                   std::span<const MeshStep>(f.steps, f.n_steps),
                   std::span<const long>(f.from, f.axes),
                   f.wire,
-                  f.rtype};
+                  f.rtype,
+                  f.recut};
 }
 
 template <class M>
