@@ -34,7 +34,7 @@ __version__ = _dsp.version
 _atexit.register(_dsp._finalize)
 
 __all__ = [
-    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "Zigzag", "Blocks", "mesh_shape", "gqa_mesh_shape", "local_shape", "local_offsets",
+    "Comm", "Mesh", "Handle", "Sharded", "Replicated", "Partial", "Zigzag", "Blocks", "mesh_shape", "gqa_mesh_shape", "local_shape", "local_offsets", "block_split",
     "redistribute",
     "start_redistribute", "switch", "split", "gather", "reshard", "Error", "InvalidArgument", "MismatchError", "ResourceError",
     "UsageError", "TimeoutError", "BackendError", "set_agreement_checks", "agreement_checks",
@@ -103,7 +103,9 @@ def _part(extent, parts, i):
 
 class Zigzag(Placement):
     """Dim ``dim`` cut into 2N chunks by the usual rule; rank r holds chunks r and 2N-1-r, in that order
-    (causal load balance; C++ dsp::Zigzag<D>). A placement of a ``dsp.Comm``, moved by ``dsp.redistribute``."""
+    (causal load balance; C++ dsp::Zigzag<D>). A placement of a ``dsp.Comm``, or of one axis of a
+    ``dsp.Mesh`` (at most one per layout; ``dsp.block_split`` says where a rank's block jumps), moved by
+    ``dsp.redistribute``."""
 
     def __init__(self, dim):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
@@ -241,6 +243,16 @@ def local_shape(global_shape, layout, comm_or_mesh):
     if isinstance(layout, (Zigzag, Blocks)):
         return _cut_box(global_shape, layout, comm_or_mesh)[1]
     return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
+
+
+def block_split(global_shape, layout, comm_or_mesh):
+    """Where this rank's block jumps along a dim (C++ ``DistTensor::block_split``): None when the block is one
+    box, else ``(dim, first, second)``: its first ``first`` indices of ``dim`` start at
+    ``local_offsets(...)[dim]``, the rest at global index ``second``. Under ``dsp.Zigzag`` on a mesh axis, with
+    ``dsp.Sharded`` of the same dim on a later axis, a rank's part of a zigzag block may span both chunks."""
+    if isinstance(layout, Blocks):
+        return None  # one range per rank
+    return _dsp.block_split(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh)
 
 
 def local_offsets(global_shape, layout, comm_or_mesh):

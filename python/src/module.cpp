@@ -473,7 +473,7 @@ struct Request {
 
 bool fits(const Codes& c, std::size_t axes, std::size_t rank) {
   for (std::size_t a = 0; a < axes; ++a)
-    if (c[a] >= long(rank)) return false;
+    if (dsp::detail::code_dim(c[a]) >= long(rank)) return false;
   return true;
 }
 bool has(const Codes& c, std::size_t axes, bool (*p)(long)) {
@@ -481,8 +481,24 @@ bool has(const Codes& c, std::size_t axes, bool (*p)(long)) {
     if (p(c[a])) return true;
   return false;
 }
-bool is_partial(long c) { return c <= kPartialSum; }
+bool is_partial(long c) { return dsp::detail::is_partial_code(c); }
 bool is_max_min(long c) { return c == kPartialMax || c == kPartialMin; }
+
+/// A mesh layout's cut rule (C++ layout_for_group's sentences): no Blocks, at
+/// most one Zigzag. "" or why not.
+std::string mesh_cut_error(const Codes& c, std::size_t axes) {
+  std::size_t zigzags = 0;
+  for (std::size_t a = 0; a < axes; ++a) {
+    if (dsp::detail::is_cut_code(c[a]) && !dsp::detail::is_zigzag_code(c[a]))
+      return "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; on a "
+             "mesh, use the communicator of the axis (mesh.axis(a)) for that step.";
+    zigzags += dsp::detail::is_zigzag_code(c[a]) ? 1 : 0;
+  }
+  if (zigzags > 1)
+    return "dsp::DistTensor: a layout on a mesh has at most one Zigzag<D> (a rank's block then holds at most two "
+           "ranges of dim D); cut the other dims with Sharded.";
+  return "";
+}
 
 /// The layout rules of the C++ front ends, with their sentences, and the
 /// blocks' own: the first failure, or "".
@@ -502,6 +518,9 @@ std::string layout_error(const Request& r, bool mesh) {
   const std::string here = " (Here: a tensor of " + std::to_string(rank) + " dims.)";
   if (!fits(r.from, r.axes, rank))
     return "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank." + here;
+  if (mesh)
+    for (const Codes* c : {&r.from, &r.to})
+      if (std::string why = mesh_cut_error(*c, r.axes); !why.empty()) return why;
   if (!fits(r.to, r.axes, rank))
     return "dsp::redistribute<To>: a Sharded<D> in To names a dim D that is not less than the tensor's rank." + here;
   if (has(r.from, r.axes, is_partial) || has(r.to, r.axes, is_partial)) {
@@ -680,6 +699,7 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
   f.steps = x.plan.steps().data(), f.n_steps = x.plan.steps().size();
   f.from = r.from.data(), f.axes = r.axes;
   f.error = x.error.empty() ? nullptr : x.error.c_str();
+  f.recut = dsp::detail::recut_hooks<Space>();  // a plan with Zigzag on a mesh axis has recut steps
   return out;
 }
 
@@ -792,13 +812,15 @@ std::vector<std::size_t> side_shape(const PySide& s, const std::vector<std::size
 /// with a Partial side, every rank raises.
 py::object run_cut(Request& r, py::handle group, bool list, const std::vector<std::size_t>& src_sizes,
                    const std::vector<std::size_t>& dst_sizes) {
-  if (!py::isinstance<PyComm>(group)) {
-    if (r.error.empty())
-      r.error = involves_cut(r) ? "dsp::redistribute: Zigzag<D> and Blocks<D> are placements of a plain communicator "
-                                  "(dsp.Comm), not of mesh axes; run the step on the axis's communicator."
-                                : r.name +
-                                      ": a batch of different extents moves on a plain communicator (dsp.Comm), "
-                                      "not on a mesh; move tensors of equal extents together.";
+  if (!py::isinstance<PyComm>(group)) {  // a mesh: Zigzag on an axis runs as any mesh plan (recut steps)
+    if (r.error.empty() && !r.globals.empty())
+      r.error = r.name +
+                ": a batch of different extents moves on a plain communicator (dsp.Comm), not on a mesh; move "
+                "tensors of equal extents together.";
+    if (r.error.empty() && (!src_sizes.empty() || !dst_sizes.empty()))
+      r.error =
+          "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; on a "
+          "mesh, use the communicator of the axis (mesh.axis(a)) for that step.";
     r.globals.clear();
     return run(r, group, list);
   }
@@ -1094,6 +1116,7 @@ constexpr const char* kLoadPartial =
 /// This rank's box of a tensor under a placement on a group, and the group.
 struct GroupBox {
   std::array<std::size_t, kMaxRank> off{}, cnt{};
+  dsp::Split split;                // where a block with a Zigzag on a mesh axis jumps (DistTensor::block_split)
   std::vector<std::size_t> shape;  // cnt, as the block's shape
   std::uint64_t group_size = 0;
   std::uint32_t mesh_axes = 0;  // 0: a communicator
@@ -1115,21 +1138,27 @@ std::string group_box(const G& g, const std::vector<std::size_t>& global, const 
   if (codes.size() != axes)
     return what + " has " + std::to_string(codes.size()) + " placements, but its group takes " + std::to_string(axes) +
            (mesh ? " (one per mesh axis)" : " (a communicator takes one placement)");
-  for (long c : codes) {
-    if (c >= long(global.size()))
+  Codes cs{};
+  for (std::size_t a = 0; a < codes.size(); ++a) {
+    const long c = codes[a];
+    cs[a] = c;
+    if (dsp::detail::code_dim(c) >= long(global.size()))
       return "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank. "
              "(Here: the " +
              what + " argument, on a tensor of " + std::to_string(global.size()) + " dims.)";
-    if (c <= kPartialSum && partial) return std::string(partial) + " (Here: the " + what + " argument.)";
+    if (is_partial(c) && partial) return std::string(partial) + " (Here: the " + what + " argument.)";
   }
+  if (std::string why = mesh_cut_error(cs, axes); mesh && !why.empty())
+    return why + " (Here: the " + what + " argument.)";
   std::array<std::size_t, kMaxRank> e{};
   e.fill(1);
   std::copy(global.begin(), global.end(), e.begin());
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
-  const auto box = dsp::detail::nested_box(e, std::span<const long>(codes), std::span<const int>(shape),
-                                           std::span<const int>(coords));
-  b.off = box.offset, b.cnt = box.count;
+  const auto block = dsp::detail::nested_block(e, std::span<const long>(codes), std::span<const int>(shape),
+                                               std::span<const int>(coords));
+  const auto& box = block.box;
+  b.off = box.offset, b.cnt = box.count, b.split = block.split;
   b.shape.assign(box.count.begin(), box.count.begin() + std::ptrdiff_t(global.size()));
   b.group_size = std::uint64_t(traits::world(g).size());
   b.mesh_axes = mesh ? std::uint32_t(axes) : 0;
@@ -1219,7 +1248,12 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
     try {
       if (!codes.empty() && dsp::detail::is_cut_code(codes[0]))
         return cut_box(g, global, codes, sizes, what, b, split, first, second);
-      return with_group(g, [&](const auto& gg) { return group_box(gg, global, codes, what, b, kReshardPartial); });
+      return with_group(g, [&](const auto& gg) {
+        std::string why = group_box(gg, global, codes, what, b, kReshardPartial);
+        if (why.empty() && b.split.dim != dsp::Split::none)
+          split = b.split.dim, first = b.split.first, second = b.split.second;
+        return why;
+      });
     } catch (const std::exception& e) {
       return std::string(e.what());
     }
@@ -1291,6 +1325,8 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
                               : group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial);
         !why.empty())
       fail(why);
+    else if (!cut && box.split.dim != dsp::Split::none)  // a Zigzag on a mesh axis
+      split = box.split.dim, first = box.split.first, second = box.split.second;
     Block b;
     try {
       if (save) {
@@ -1525,6 +1561,10 @@ PYBIND11_MODULE(_dsp, m) {
     check_wire(wire);
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, "dsp::start_redistribute", list);
+    if (involves_cut(r) && r.error.empty())
+      r.error =
+          "dsp::start_redistribute: Zigzag<D> and Blocks<D> (on a communicator or a mesh axis) move blocking, for "
+          "now (dsp::redistribute, on a wire or exact), not split-phase.";
     return start(r, group, list);
   });
   m.def(
@@ -1555,6 +1595,20 @@ PYBIND11_MODULE(_dsp, m) {
         throw dsp::InvalidArgument("dsp.local_offsets: " + why);
       return std::vector<std::size_t>(b.off.begin(), b.off.begin() + std::ptrdiff_t(global.size()));
     });
+      },
+      py::arg("global_shape"), py::arg("layout"), py::arg("group"));
+
+  // Where this rank's block jumps along a dim (C++ DistTensor::block_split): None, or (dim, first, second).
+  m.def(
+      "block_split",
+      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group) -> py::object {
+        return with_group(group, [&](const auto& g) -> py::object {
+          GroupBox b;
+          if (std::string why = group_box(g, global, codes, "layout", b, nullptr); !why.empty())
+            throw dsp::InvalidArgument("dsp.block_split: " + why);
+          if (b.split.dim == dsp::Split::none) return py::none();
+          return py::make_tuple(b.split.dim, b.split.first, b.split.second);
+        });
       },
       py::arg("global_shape"), py::arg("layout"), py::arg("group"));
 
