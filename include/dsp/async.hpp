@@ -137,7 +137,9 @@ class SplitPhase {
   /// (a LayoutStride subview of the output; for a batch, a std::tuple of one
   /// such view per output, called once that peer's blocks of every tensor
   /// have landed), `offsets` its global index (std::array<std::size_t,
-  /// Rank>), `peer` the rank it came from (in the mesh's world communicator).
+  /// Rank>: of its first element; under a Zigzag layout a block may straddle
+  /// the output's jump, y.block_split()), `peer` the rank it came from (in
+  /// the mesh's world communicator).
   /// A function that throws (anything) stops the calls on this rank; its
   /// error reaches every rank at the end of wait, and this rank gets the
   /// exception back.
@@ -192,8 +194,10 @@ class SplitPhase {
     else return block_of(y_, off, count);
   }
   typename Y0::extents_type offsets(std::size_t off) const {
-    auto o = detail::first_of(y_).local_offsets();
-    o[Dim] += off;
+    const auto& y0 = detail::first_of(y_);
+    auto o = y0.local_offsets();
+    const Split s = y0.block_split();  // a Zigzag block: its indices past `first` start at `second`
+    o[Dim] = s.dim == Dim && off >= s.first ? s.second + (off - s.first) : o[Dim] + off;
     return o;
   }
   void unmark() noexcept {
@@ -364,12 +368,16 @@ auto start_redistribute_impl(const XA& xa, YA& ya, W wire, const std::source_loc
   auto ys = tie_of(ya);
   using X0 = tensor_t<std::tuple_element_t<0, decltype(xs)>>;
   using P = plan_of<X0, To>;
+  const void* recut = nullptr;  // a Zigzag's recut steps run at the start (engine/flight.hpp)
+  if constexpr (has_cut_code<typename X0::layout_type>() || has_cut_code<To>())
+    recut = recut_hooks<typename X0::memory_space>();
   return start_handle<block_dim(P::plan)>(Call<P::axes>{.op = Op::start_redistribute,
                                                         .plan = &P::plan,
                                                         .from = P::from,
                                                         .dst_codes = P::to.data(),
                                                         .arg = long(switch_algorithm()),
-                                                        .loc = loc},
+                                                        .loc = loc,
+                                                        .recut = recut},
                                           xs, ys, wire);
 }
 }  // namespace detail

@@ -167,11 +167,12 @@ def _sizes(layout):
     return list(layout.sizes) if isinstance(layout, Blocks) else []
 
 
-def _no_cut(*layouts, advice="redistribute to dsp.Sharded(d) first"):
+def _no_blocks(*layouts, advice):
     for layout in layouts:
-        if _is_cut(layout):
-            raise InvalidArgument(f"dsp.Zigzag and dsp.Blocks move with dsp.redistribute (blocking, exact or on a "
-                                  f"wire) in Python for now; {advice}")
+        items = layout if isinstance(layout, (tuple, list)) else (layout,)
+        if any(isinstance(p, Blocks) for p in items):
+            raise InvalidArgument(f"dsp.Blocks moves with dsp.redistribute (blocking, exact or on a wire) in Python "
+                                  f"for now; {advice}")
 
 
 _WIRES = {None: 0, "exact": 0, "bf16": 1, "fp16": 2, "fp8_e4m3": 3, "fp32": 4}
@@ -295,7 +296,7 @@ def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     is collected); do not touch ``x`` or the result until then.
     """
     def read():
-        _no_cut(src, dst, advice="use dsp.redistribute")
+        _no_blocks(src, dst, advice="use dsp.redistribute")
         return _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)
 
     g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, read)

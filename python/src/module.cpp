@@ -490,8 +490,9 @@ std::string mesh_cut_error(const Codes& c, std::size_t axes) {
   std::size_t zigzags = 0;
   for (std::size_t a = 0; a < axes; ++a) {
     if (dsp::detail::is_cut_code(c[a]) && !dsp::detail::is_zigzag_code(c[a]))
-      return "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; on a "
-             "mesh, use the communicator of the axis (mesh.axis(a)) for that step.";
+      return "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis. "
+             "(From Python: move a Blocks tensor on a dsp.Comm, e.g. one made from an mpi4py split of the axis's "
+             "ranks.)";
     zigzags += dsp::detail::is_zigzag_code(c[a]) ? 1 : 0;
   }
   if (zigzags > 1)
@@ -819,8 +820,8 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
                 "tensors of equal extents together.";
     if (r.error.empty() && (!src_sizes.empty() || !dst_sizes.empty()))
       r.error =
-          "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; on a "
-          "mesh, use the communicator of the axis (mesh.axis(a)) for that step.";
+          "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis. "
+          "(From Python: move a Blocks tensor on a dsp.Comm, e.g. one made from an mpi4py split of the axis's ranks.)";
     r.globals.clear();
     return run(r, group, list);
   }
@@ -1561,10 +1562,12 @@ PYBIND11_MODULE(_dsp, m) {
     check_wire(wire);
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, "dsp::start_redistribute", list);
-    if (involves_cut(r) && r.error.empty())
-      r.error =
-          "dsp::start_redistribute: Zigzag<D> and Blocks<D> (on a communicator or a mesh axis) move blocking, for "
-          "now (dsp::redistribute, on a wire or exact), not split-phase.";
+    for (std::size_t a = 0; a < r.axes && r.error.empty(); ++a)
+      for (const long c : {r.from[a], r.to[a]})
+        if (dsp::detail::is_cut_code(c) && !dsp::detail::is_zigzag_code(c))
+          r.error =
+              "dsp::start_redistribute: Blocks<D> moves blocking, for now (dsp::redistribute, on a wire or "
+              "exact), not split-phase.";
     return start(r, group, list);
   });
   m.def(
@@ -1581,6 +1584,14 @@ PYBIND11_MODULE(_dsp, m) {
       if (!fits(r.to, r.axes, global.size()))
         throw dsp::InvalidArgument(
             "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
+      // A Blocks code's sizes are not in the codes (dsp.local_shape of a bare dsp.Blocks is the package's).
+      if (std::string why = dsp::is_mesh_v<std::remove_cvref_t<decltype(g)>>
+                                ? mesh_cut_error(r.to, r.axes)
+                                : (dsp::detail::is_cut_code(r.to[0]) && !dsp::detail::is_zigzag_code(r.to[0])
+                                       ? std::string("a dsp.Blocks layout takes its sizes")
+                                       : std::string());
+          !why.empty())
+        throw dsp::InvalidArgument("dsp.local_shape: " + why);
       return out_shape(r, g);
     });
       },

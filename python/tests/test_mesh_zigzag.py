@@ -3,8 +3,8 @@
 # Ulysses axis cutting each zigzag block): dsp.redistribute into and out of it
 # on every 2-axis mesh, each block checked against the global array through
 # local_offsets and block_split, which are checked against the nested rule
-# simulated here; the refusals (Blocks on a mesh, two Zigzags, split-phase)
-# raised on every rank. 1-4 ranks.
+# simulated here; split-phase; the refusals (Blocks on a mesh, two Zigzags,
+# Blocks split-phase) raised on every rank. 1-4 ranks.
 import numpy as np
 import pytest
 from conftest import counts, world_all
@@ -81,6 +81,11 @@ def test_usp_zigzag_layouts(comm, which):
     assert world_all(np.array_equal(hw, want))
     back = dsp.redistribute(h, G, zheads, rep, mesh)
     assert world_all(np.array_equal(back, a))
+    # Split-phase: the Ulysses switch posted; into the zigzag layout, the recut steps at the start.
+    hs = dsp.start_redistribute(z, G, zseq, zheads, mesh)
+    assert world_all(np.array_equal(hs.result(), want))
+    zs = dsp.start_redistribute(x, G, seq, zseq, mesh).result()
+    assert world_all(np.array_equal(zs, z))
     # A batch of two blocks.
     zz = dsp.redistribute([x, x * 2], G, seq, zheads, mesh)
     assert world_all(np.array_equal(zz[0], want) and np.array_equal(zz[1], want * 2))
@@ -98,7 +103,10 @@ def test_mesh_zigzag_refusals(comm):
         with pytest.raises(dsp.Error) as e:
             dsp.redistribute(x, G, (dsp.Sharded(1), dsp.Sharded(2)), dst, mesh)
         assert text in str(e.value) or "rank" in str(e.value)
+    with pytest.raises(dsp.InvalidArgument):  # a Blocks in a mesh layout has no local shape
+        dsp.local_shape(G, (dsp.Blocks(1, [G[1]]), dsp.Sharded(2)), mesh)
     with pytest.raises(dsp.InvalidArgument):
-        dsp.start_redistribute(x, G, (dsp.Sharded(1), dsp.Sharded(2)), (dsp.Zigzag(1), dsp.Sharded(2)), mesh)
+        dsp.start_redistribute(x, G, (dsp.Sharded(1), dsp.Sharded(2)),
+                               (dsp.Blocks(1, counts(G[1], comm.size)), dsp.Sharded(2)), mesh)
     assert world_all(np.array_equal(x, dsp.redistribute(a.copy(), G, (dsp.Replicated(), dsp.Replicated()),
                                                         (dsp.Sharded(1), dsp.Sharded(2)), mesh)))

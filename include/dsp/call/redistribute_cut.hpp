@@ -40,14 +40,23 @@ constexpr bool has_cut_code() {
   return false;
 }
 
-/// The forms of redistribute that do not take Zigzag and Blocks yet.
+/// Whether a layout (a placement, or Axes of them) has a Blocks.
+template <class L>
+constexpr bool has_blocks_code() {
+  for (long c : codes_v<L>)
+    if (is_cut_code(c) && !is_zigzag_code(c)) return true;
+  return false;
+}
+
+/// The forms of redistribute that do not take Blocks yet (split-phase: its
+/// sizes are not in the mesh engine's plans; Zigzag runs there).
 template <class L, class To>
 constexpr bool cut_form_ok() {
-  constexpr bool cut = has_cut_code<L>() || has_cut_code<To>();
-  static_assert(!cut,
-                "dsp::start_redistribute: Zigzag<D> and Blocks<D> (on a communicator or a mesh axis) move "
-                "blocking, for now (dsp::redistribute, on a wire or exact), not split-phase.");
-  return !cut;
+  constexpr bool blocks = has_blocks_code<L>() || has_blocks_code<To>();
+  static_assert(!blocks,
+                "dsp::start_redistribute: Blocks<D> moves blocking, for now (dsp::redistribute, on a wire or "
+                "exact), not split-phase.");
+  return !blocks;
 }
 
 /// The rules of a redistribution with a cut side.
