@@ -120,6 +120,21 @@ constexpr CutSide cost_side(const std::array<std::size_t, R>& e, std::size_t n, 
   else return CutSide{0, Cut{Cut::Kind::whole, e[0], n, nullptr}};
 }
 
+/// The indices of one dim that part p of cut a and part q of cut b both hold.
+constexpr std::size_t shared_indices(const Cut& a, std::size_t p, const Cut& b, std::size_t q) {
+  Piece x[2], y[2];
+  const std::size_t kx = a.pieces(p, x), ky = b.pieces(q, y);
+  std::size_t both = 0;
+  for (std::size_t u = 0; u < kx; ++u)
+    for (std::size_t v = 0; v < ky; ++v) {
+      const std::size_t lo = x[u].offset > y[v].offset ? x[u].offset : y[v].offset;
+      const std::size_t hx = x[u].offset + x[u].count, hy = y[v].offset + y[v].count;
+      const std::size_t hi = hx < hy ? hx : hy;
+      both += hi > lo ? hi - lo : 0;
+    }
+  return both;
+}
+
 /// Elements rank p sends moving from cut a to cut b: its block but the part
 /// it keeps, to the one rank that wants each element (to every other rank
 /// for a whole b); nothing from a whole a.
@@ -131,17 +146,7 @@ constexpr std::size_t cut_elems_sent(const std::array<std::size_t, R>& e, const 
   if (b.cut.kind == Cut::Kind::whole) return checked_mul(checked_mul(product_except(e, a.dim, a.dim), in), n - 1);
   if (a.dim != b.dim)  // keeps its out-count of dim b.dim of each of its rows
     return checked_mul(checked_mul(product_except(e, a.dim, b.dim), in), e[b.dim] - b.cut.count(p));
-  Piece x[2], y[2];
-  const std::size_t kx = a.cut.pieces(p, x), ky = b.cut.pieces(p, y);
-  std::size_t kept = 0;
-  for (std::size_t u = 0; u < kx; ++u)
-    for (std::size_t v = 0; v < ky; ++v) {
-      const std::size_t lo = x[u].offset > y[v].offset ? x[u].offset : y[v].offset;
-      const std::size_t hx = x[u].offset + x[u].count, hy = y[v].offset + y[v].count;
-      const std::size_t hi = hx < hy ? hx : hy;
-      kept += hi > lo ? hi - lo : 0;
-    }
-  return checked_mul(product_except(e, a.dim, a.dim), in - kept);
+  return checked_mul(product_except(e, a.dim, a.dim), in - shared_indices(a.cut, p, b.cut, p));
 }
 
 /// Elements rank p sends rank q (q != p) moving from cut a to cut b.
@@ -151,17 +156,7 @@ constexpr std::size_t cut_elems_to(const std::array<std::size_t, R>& e, const Cu
   if (a.cut.kind == Cut::Kind::whole) return 0;
   if (b.cut.kind == Cut::Kind::whole) return checked_mul(product_except(e, a.dim, a.dim), a.cut.count(p));
   if (a.dim != b.dim) return checked_mul(checked_mul(product_except(e, a.dim, b.dim), a.cut.count(p)), b.cut.count(q));
-  Piece x[2], y[2];
-  const std::size_t kx = a.cut.pieces(p, x), ky = b.cut.pieces(q, y);
-  std::size_t both = 0;
-  for (std::size_t u = 0; u < kx; ++u)
-    for (std::size_t v = 0; v < ky; ++v) {
-      const std::size_t lo = x[u].offset > y[v].offset ? x[u].offset : y[v].offset;
-      const std::size_t hx = x[u].offset + x[u].count, hy = y[v].offset + y[v].count;
-      const std::size_t hi = hx < hy ? hx : hy;
-      both += hi > lo ? hi - lo : 0;
-    }
-  return checked_mul(product_except(e, a.dim, a.dim), both);
+  return checked_mul(product_except(e, a.dim, a.dim), shared_indices(a.cut, p, b.cut, q));
 }
 
 /// The cost of a redistribution between two cuts (one rank of n).
