@@ -216,7 +216,7 @@ void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
   if (n == 1) return;  // one rank: its own block is everything
   for (std::size_t k = 0; k < items.size(); ++k) {
     const CutPlan& c = *plans[k];
-    if (!direct) copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, b.pack[k]);
+    if (!direct) copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, b.pack[k], true);
     for (std::size_t q = 0; q < n; ++q) {
       unsigned char* sec = wsbuf + ws.send_at[k * n + q];
       if (!direct) {
@@ -247,7 +247,7 @@ void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
                           task.elems);
       }
     }
-    if (!direct) copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, b.unpack[k]);
+    if (!direct) copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, b.unpack[k], true);
   }
 }
 
@@ -257,7 +257,7 @@ template <class M>
 void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
   const auto exec = port.exec();
   auto local = [&] {
-    copy_runs(exec, a.dst, a.src, a.elem_bytes, plan.self);
+    copy_runs(exec, a.dst, a.src, a.elem_bytes, plan.self, true);
     fence_after(port, exec);
   };
   if (product(a.global) == 0) return local();  // the same on every rank: none enters the typed collective
@@ -350,7 +350,7 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
     return;
   }
   for (std::size_t k = 0; k < items.size(); ++k)
-    copy_runs(exec, items[k].dst, items[k].src, items[k].elem_bytes, r.plans[k]->self);
+    copy_runs(exec, items[k].dst, items[k].src, items[k].elem_bytes, r.plans[k]->self, true);
   if (n > 1 && !r.whole_in) {
     const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
     unsigned char* sbuf = ws ? ws->send() : nullptr;
@@ -359,21 +359,21 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
       const CutPlan& c = *r.plans[0];
       const RecutArgs& a = items[0];
       if (c.bound > 0) {
-        copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack);
+        copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack, true);
         fence_before_transfer(port, exec);
         port.all_to_all_v(c.send_from_input ? a.src : sbuf, c.send_counts, c.send_displs,
                           c.recv_into_output ? a.dst : static_cast<void*>(rbuf), c.recv_counts, c.recv_displs,
                           a.elem_bytes, c.bound);
-        copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack);
+        copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack, true);
       }
     } else if (r.sections.bound > 0) {
       for (std::size_t k = 0; k < items.size(); ++k)
-        copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, r.sections.pack[k]);
+        copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, r.sections.pack[k], true);
       fence_before_transfer(port, exec);
       port.all_to_all_v(sbuf, r.sections.send_counts, r.sections.send_displs, rbuf, r.sections.recv_counts,
                         r.sections.recv_displs, 1, r.sections.bound);
       for (std::size_t k = 0; k < items.size(); ++k)
-        copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, r.sections.unpack[k]);
+        copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, r.sections.unpack[k], true);
     }
   }
   fence_after(port, exec);

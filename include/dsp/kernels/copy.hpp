@@ -710,9 +710,14 @@ inline void stream_fence() {
 
 /// Runs every task on `exec`; does not fence (the device path waits once when
 /// it uploads a task table it has not seen before; see TaskTableCache).
+/// On the host, a task of stream_threshold() bytes or more is copied with
+/// streaming stores; `by_call`: a task past kInlineCopyBytes is, when the
+/// whole call's tasks reach it (a cut exchange cuts one peer's part into a
+/// task per batch slab and chunk: the volume that passes the caches is the
+/// call's).
 template <class Exec>
 void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t elem_bytes,
-               std::span<const CopyTask> tasks) {
+               std::span<const CopyTask> tasks, bool by_call = false) {
   auto* dst = static_cast<unsigned char*>(dst_ptr);
   const auto* src = static_cast<const unsigned char*>(src_ptr);
   if constexpr (!is_host_exec_v<Exec>) {
@@ -722,6 +727,9 @@ void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t
       case DeviceKernels::baseline: return copy_runs_device(exec, dst, src, elem_bytes, tasks);
     }
   } else {
+    std::size_t call_bytes = 0;
+    if (by_call)
+      for (const CopyTask& t : tasks) call_bytes += t.elems * elem_bytes;
     for (const CopyTask& t : tasks) {
       if (t.elems == 0) continue;
       const std::size_t piece = t.dst.len < t.src.len ? t.dst.len : t.src.len;
@@ -742,7 +750,7 @@ void copy_runs(const Exec& exec, void* dst_ptr, const void* src_ptr, std::size_t
           if (++dm == md) dm = 0, ++dk;
           if (++sm == ms) sm = 0, ++sk;
         }
-      } else if (t.elems * elem_bytes >= stream_threshold()) {
+      } else if ((by_call ? call_bytes : t.elems * elem_bytes) >= stream_threshold()) {
         Kokkos::parallel_for("dsp::copy_runs", Policy(exec, 0, n), [=](std::size_t k) {
           at(k, [](unsigned char* o, const unsigned char* i, std::size_t b) {
             stream_copy(o, i, b);
