@@ -288,3 +288,35 @@ TEST_CASE("split-phase with Zigzag: a mesh's Ulysses switch posted, recut steps 
   hb.wait();
   CHECK(wrong(back, e) == 0);
 }
+
+TEST_CASE("a batch on a wire agrees on its path whatever each rank's thread exchanged before") {
+  // Regression: the cut engine's per-thread state kept a single tensor's `separate` into a later batch
+  // on a wire, whose agreed path then differed between ranks that had run other exchanges.
+  const int n = world().size();
+  const E3 e{2, 4 * std::size_t(n) + 3, 2 * std::size_t(n)};
+  dsp::MpiCommunicator half = world().split(world().rank() % 2, world().rank());
+  if (world().rank() % 2 == 0) {  // only the even ranks run an exact single-tensor cut exchange first
+    const E3 he{1, 3 * std::size_t(half.size()), 2};
+    dsp::DistTensor<double, 3, Sharded<2>, dsp::MpiCommunicator> x{half, he};
+    dsp::DistTensor<double, 3, Zigzag<1>, dsp::MpiCommunicator> z{half, he};
+    dsp::redistribute<Zigzag<1>>(x, z);
+  }
+  dsp::DistTensor<float, 3, Sharded<2>, dsp::MpiCommunicator> q{world(), e}, k{world(), e};
+  dsp::fill(q, [&](const E3& g) { return small(e, g); });
+  dsp::fill(k, [&](const E3& g) { return small(e, g); });
+  auto [qz, kz] = dsp::redistribute<Zigzag<1>>(dsp::batch(q, k), dsp::Wire::bf16);
+  CHECK(sum_all(dsp::count_mismatches(qz, [&](const E3& g) { return small(e, g); }) +
+                dsp::count_mismatches(kz, [&](const E3& g) { return small(e, g); })) == 0);
+}
+
+TEST_CASE("redistribute_axis from a Zigzag axis: a recut step where the axis is innermost") {
+  const int n = world().size();
+  dsp::Mesh<2, dsp::MpiCommunicator> m{world(), {n, 1}};
+  using M = dsp::Mesh<2, dsp::MpiCommunicator>;
+  const E3 e{2, 3 * std::size_t(n) + 1, 3};
+  dsp::DistTensor<double, 3, Axes<Zigzag<1>, Sharded<2>>, M> z{m, e};
+  dsp::fill(z, [&](const E3& g) { return val(e, g); });
+  auto s = dsp::redistribute_axis<0, Sharded<0>>(z);
+  static_assert(std::is_same_v<decltype(s)::layout_type, Axes<Sharded<0>, Sharded<2>>>);
+  CHECK(wrong(s, e) == 0);
+}

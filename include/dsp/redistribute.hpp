@@ -466,10 +466,14 @@ constexpr bool axis_step_ok() {
                     "dsp::redistribute_axis<A, P>: a later axis already shards the dim that axis A would shard; "
                     "a dim sharded by several axes is split in axis order, so axis A cannot join it in one step. "
                     "Use dsp::redistribute, which plans the steps.");
-      static_assert(!(q <= kPartialSum && p >= 0),
+      static_assert(!(is_cut_code(p) && kind < 0 && q != p),
+                    "dsp::redistribute_axis<A, P>: axis A holds a Zigzag<D>, and moving it to P is not one exact "
+                    "step here (a later axis cuts its dim, or P is Partial); use dsp::redistribute, which plans "
+                    "the steps.");
+      static_assert(!(is_partial_code(q) && p >= 0),
                     "dsp::redistribute_axis<A, P>: Sharded -> Partial is not one step (gather first); use "
                     "dsp::redistribute.");
-      static_assert(!(q <= kPartialSum && p <= kPartialSum && q != p),
+      static_assert(!(is_partial_code(q) && is_partial_code(p) && q != p),
                     "dsp::redistribute_axis<A, P>: one Partial cannot become another in one step; use "
                     "dsp::redistribute.");
       return (kind >= 0 || q == p) && redistribute_ok<typename with_axis<typename Xt::layout_type, A, P>::type, X>();

@@ -1148,6 +1148,9 @@ std::string group_box(const G& g, const std::vector<std::size_t>& global, const 
              "(Here: the " +
              what + " argument, on a tensor of " + std::to_string(global.size()) + " dims.)";
     if (is_partial(c) && partial) return std::string(partial) + " (Here: the " + what + " argument.)";
+    if (!mesh && dsp::detail::is_cut_code(c) && !dsp::detail::is_zigzag_code(c))
+      return "a dsp.Blocks layout is passed as dsp.Blocks(d, sizes) itself, not in a tuple (Here: the " + what +
+             " argument.)";
   }
   if (std::string why = mesh_cut_error(cs, axes); mesh && !why.empty())
     return why + " (Here: the " + what + " argument.)";
@@ -1247,7 +1250,7 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
   auto boxes = [&](py::handle g, const std::vector<long>& codes, const std::vector<std::size_t>& sizes,
                    const char* what, GroupBox& b, std::uint64_t& split, std::uint64_t& first, std::uint64_t& second) {
     try {
-      if (!codes.empty() && dsp::detail::is_cut_code(codes[0]))
+      if (!codes.empty() && dsp::detail::is_cut_code(codes[0]) && py::isinstance<PyComm>(g))  // a Comm's cut
         return cut_box(g, global, codes, sizes, what, b, split, first, second);
       return with_group(g, [&](const auto& gg) {
         std::string why = group_box(gg, global, codes, what, b, kReshardPartial);
@@ -1321,7 +1324,7 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     };
     GroupBox box;
     std::uint64_t split = ~std::uint64_t(0), first = 0, second = 0;  // a Zigzag block's two boxes
-    const bool cut = !codes.empty() && dsp::detail::is_cut_code(codes[0]);
+    const bool cut = !codes.empty() && dsp::detail::is_cut_code(codes[0]) && py::isinstance<PyComm>(group);
     if (std::string why = cut ? cut_box(group, global, codes, sizes, "layout", box, split, first, second)
                               : group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial);
         !why.empty())
@@ -1562,6 +1565,11 @@ PYBIND11_MODULE(_dsp, m) {
     check_wire(wire);
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, "dsp::start_redistribute", list);
+    if (r.error.empty() && py::isinstance<PyComm>(group) && involves_cut(r) &&
+        (is_partial(r.from[0]) || is_partial(r.to[0])))
+      r.error =
+          "dsp::redistribute: between Partial and Zigzag or Blocks there is no one exchange; reduce first "
+          "(redistribute to Replicated or Sharded<D>), then move to Zigzag or Blocks.";
     for (std::size_t a = 0; a < r.axes && r.error.empty(); ++a)
       for (const long c : {r.from[a], r.to[a]})
         if (dsp::detail::is_cut_code(c) && !dsp::detail::is_zigzag_code(c))

@@ -110,3 +110,40 @@ def test_mesh_zigzag_refusals(comm):
                                (dsp.Blocks(1, counts(G[1], comm.size)), dsp.Sharded(2)), mesh)
     assert world_all(np.array_equal(x, dsp.redistribute(a.copy(), G, (dsp.Replicated(), dsp.Replicated()),
                                                         (dsp.Sharded(1), dsp.Sharded(2)), mesh)))
+
+
+def test_mesh_zigzag_reshard_and_hdf5(comm, tmp_path_factory):
+    """(Zigzag, Sharded) on a mesh moves between groups with dsp.reshard and saves and loads with dsp.hdf5 (a
+    rank's block may jump: the box and its split travel)."""
+    mesh = dsp.Mesh(comm, shapes(comm.size)[-1 if comm.size > 1 else 0])
+    a = full()
+    zseq = (dsp.Zigzag(1), dsp.Sharded(1))
+    z = dsp.redistribute(a.copy(), G, (dsp.Replicated(), dsp.Replicated()), zseq, mesh)
+    y = dsp.reshard(z, G, zseq, mesh, dsp.Sharded(2), comm, comm)
+    want = np.take(a, range(*_range(G[2], comm.rank, comm.size)), axis=2)
+    assert world_all(np.array_equal(y, want))
+    back = dsp.reshard(y, G, dsp.Sharded(2), comm, zseq, mesh, comm)
+    assert world_all(np.array_equal(back, z))
+    if not dsp.hdf5.available:
+        return
+    from mpi4py import MPI
+    name = MPI.COMM_WORLD.bcast(str(tmp_path_factory.mktemp("h5") / "zz.h5") if comm.rank == 0 else None)
+    dsp.hdf5.save(z, G, zseq, mesh, name, "zz")
+    r = dsp.hdf5.load(name, "zz", G, dsp.Replicated(), comm, np.float32)
+    assert world_all(np.array_equal(r, a))
+    z2 = dsp.hdf5.load(name, "zz", G, zseq, mesh, np.float32)
+    assert world_all(np.array_equal(z2, z))
+
+
+def _range(extent, rank, size):
+    c = counts(extent, size)
+    return sum(c[:rank]), sum(c[:rank]) + c[rank]
+
+
+def test_comm_refusals(comm):
+    """On a dsp.Comm: Partial -> Zigzag split-phase refused (as blocking), a Blocks in a tuple has no offsets."""
+    a = full()
+    with pytest.raises(dsp.Error):
+        dsp.start_redistribute(a.copy(), G, dsp.Partial(), dsp.Zigzag(1), comm)
+    with pytest.raises(dsp.InvalidArgument):
+        dsp.local_offsets(G, (dsp.Blocks(1, counts(G[1], comm.size)),), comm)

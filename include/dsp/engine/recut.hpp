@@ -283,6 +283,7 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
   const std::size_t n = std::size_t(port.size()), p = std::size_t(port.rank());
   const Capabilities caps = capabilities_of(port);
   r.whole_in = items[0].from.cut.kind == Cut::Kind::whole;  // a batch shares its layouts
+  r.separate = false;  // a thread's previous exchange must not leak into this one's path
   // On a wire: every tensor's elements converted, one packed exchange (a split, from Replicated, is
   // local and exact, as everywhere).
   r.on_wire = items[0].wire != Wire::exact && !r.whole_in;
