@@ -196,6 +196,22 @@ struct placement_codes<Axes<P...>> {
 template <class L>
 inline constexpr auto codes_v = placement_codes<L>::value;
 
+/// Whether a layout (a placement, or Axes of them) has a Zigzag or Blocks.
+template <class L>
+constexpr bool has_cut_code() {
+  for (long c : codes_v<L>)
+    if (is_cut_code(c)) return true;
+  return false;
+}
+
+/// Whether a layout (a placement, or Axes of them) has a Blocks.
+template <class L>
+constexpr bool has_blocks_code() {
+  for (long c : codes_v<L>)
+    if (is_cut_code(c) && !is_zigzag_code(c)) return true;
+  return false;
+}
+
 /// A placement code (layout_code) as text: Sharded<d>, Replicated, Partial<...>.
 inline std::string layout_text(std::int64_t code) {
   if (code >= 0) return "Sharded<" + std::to_string(code) + ">";

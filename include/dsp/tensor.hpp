@@ -151,11 +151,7 @@ constexpr bool layout_for_group() {
         for (long c : placement_codes<L>::value) z += is_zigzag_code(c) ? 1 : 0;
         return z;
       }();
-      constexpr bool no_blocks = [] {
-        for (long c : placement_codes<L>::value)
-          if (is_cut_code(c) && !is_zigzag_code(c)) return false;
-        return true;
-      }();
+      constexpr bool no_blocks = !has_blocks_code<L>();
       static_assert(no_blocks,
                     "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; "
                     "on a mesh, use the communicator of the axis (mesh.axis(a)) for that step.");

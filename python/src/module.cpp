@@ -545,8 +545,8 @@ std::string block_error(const Request& r, const G& g) {
   using traits = dsp::detail::group_traits<G>;
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
-  const auto want = dsp::detail::box_count(r.global, std::span<const long>(r.from.data(), r.axes),
-                                           std::span<const int>(shape), std::span<const int>(coords));
+  const auto want = dsp::detail::nested_counts(r.global, std::span<const long>(r.from.data(), r.axes),
+                                               std::span<const int>(shape), std::span<const int>(coords));
   const std::vector<std::size_t> w(want.begin(), want.begin() + r.global.size());
   const int rank = traits::world(g).rank();
   for (std::size_t k = 0; k < r.in.size(); ++k) {
@@ -567,8 +567,8 @@ std::vector<std::size_t> out_shape(const Request& r, const G& g) {
   using traits = dsp::detail::group_traits<G>;
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
-  const auto c = dsp::detail::box_count(r.global, std::span<const long>(r.to.data(), r.axes),
-                                        std::span<const int>(shape), std::span<const int>(coords));
+  const auto c = dsp::detail::nested_counts(r.global, std::span<const long>(r.to.data(), r.axes),
+                                            std::span<const int>(shape), std::span<const int>(coords));
   return std::vector<std::size_t>(c.begin(), c.begin() + r.global.size());
 }
 

@@ -32,22 +32,6 @@ namespace dsp::detail {
 template <class L, class To>
 inline constexpr bool involves_cut_v = is_cut_v<L> || is_cut_v<To>;
 
-/// Whether a layout (a placement, or Axes of them) has a Zigzag or Blocks.
-template <class L>
-constexpr bool has_cut_code() {
-  for (long c : codes_v<L>)
-    if (is_cut_code(c)) return true;
-  return false;
-}
-
-/// Whether a layout (a placement, or Axes of them) has a Blocks.
-template <class L>
-constexpr bool has_blocks_code() {
-  for (long c : codes_v<L>)
-    if (is_cut_code(c) && !is_zigzag_code(c)) return true;
-  return false;
-}
-
 /// The forms of redistribute that do not take Blocks yet (split-phase: its
 /// sizes are not in the mesh engine's plans; Zigzag runs there).
 template <class L, class To>

@@ -76,7 +76,7 @@ void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, st
 template <class M>
 void execute_identity(const OpGroup<M>& g, const OpArgs& a) {
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
-  const auto box = box_count(a.global, a.from, shape, coords);
+  const auto box = nested_counts(a.global, a.from, shape, coords);
   const std::size_t n = product(std::span<const std::size_t>(box.data(), a.global.size()));
   const auto exec = g.world->exec();
   const CopyTask t{contiguous(0, n), contiguous(0, n), n};

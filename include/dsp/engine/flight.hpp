@@ -101,8 +101,8 @@ struct FlightState {
   std::size_t block_dim() const { return blockwise() ? std::size_t(last().step.from) : 0; }
   std::array<std::size_t, kMaxRank> out_box() const {
     if (op.size) return last().out;
-    return box_count(global, std::span<const long>(from.data(), g.axes), std::span<const int>(g.shape.data(), g.axes),
-                     std::span<const int>(g.coords.data(), g.axes));
+    return nested_counts(global, std::span<const long>(from.data(), g.axes),
+                         std::span<const int>(g.shape.data(), g.axes), std::span<const int>(g.coords.data(), g.axes));
   }
   /// The world rank of the rank at coordinate q of the last step's axis.
   int world_rank(int q) const {

@@ -30,12 +30,6 @@
 
 namespace dsp::detail {
 
-/// The extents of this rank's box under placement `codes` (the nested rule).
-inline std::array<std::size_t, kMaxRank> box_count(std::span<const std::size_t> global, std::span<const long> codes,
-                                                   std::span<const int> shape, std::span<const int> coords) {
-  return nested_counts(global, codes, shape, coords);
-}
-
 constexpr ReduceOp reduce_op_of_code(long code) {
   return code == kPartialMax ? ReduceOp::max : code == kPartialMin ? ReduceOp::min : ReduceOp::sum;
 }
@@ -235,9 +229,9 @@ void prepare_step(PreparedOp& op, PrepareState& ps, const OpGroup<M>& g, const O
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
   std::array<long, kMaxAxes> undone = state;
   undone[ax] = -1;
-  p.group = box_count(a.global, std::span<const long>(undone.data(), g.axes), shape, coords);
+  p.group = nested_counts(a.global, std::span<const long>(undone.data(), g.axes), shape, coords);
   state[ax] = p.step.to;
-  p.out = box_count(a.global, std::span<const long>(state.data(), g.axes), shape, coords);
+  p.out = nested_counts(a.global, std::span<const long>(state.data(), g.axes), shape, coords);
   p.out_elems = product(std::span<const std::size_t>(p.out.data(), op.rank));
   const std::span<const std::size_t> ge(p.group.data(), op.rank);
   const bool post = ps.split_phase && t + 1 == op.size && port.caps().async && port.size() > 1 && product(ge) > 0;
