@@ -1050,21 +1050,30 @@ void check_cuts(const Ext& g, std::size_t n) {
 }
 
 /// Every gather, split, scatter and switch of extents g over n ranks, simulated.
-/// A Zigzag on a mesh axis (partition.hpp nested_block): on every 2-axis
-/// mesh of n ranks, each rank's block of an extent e, cut by Zigzag on one
-/// axis and Sharded or nothing on the other (either order), is the nested
-/// rule's, simulated on index lists; at most two ranges; each index held by
-/// the ranks of the axes that do not cut it.
-void check_nested_zigzag(std::size_t e, std::size_t n) {
+/// A Zigzag or a Blocks on a mesh axis (partition.hpp nested_block): on
+/// every 2-axis mesh of n ranks, each rank's block of an extent e, cut by
+/// Zigzag on one axis and Sharded or nothing on the other (either order), or
+/// by Blocks (sizes from e and the axis, empty ones included) on the first
+/// axis and Sharded, Zigzag or nothing on the other, is the nested rule's,
+/// simulated on index lists; at most two ranges; each index held by the
+/// ranks of the axes that do not cut it.
+void check_nested_cuts(std::size_t e, std::size_t n) {
   using dsp::detail::kReplicated;
-  const long z = dsp::detail::kZigzag;  // Zigzag<0>
+  const long z = dsp::detail::kZigzag, b = dsp::detail::kBlocks;  // Zigzag<0>, Blocks<0>
   for (std::size_t n0 = 1; n0 <= n; ++n0) {
     if (n % n0 != 0) continue;
     const std::vector<int> shape{int(n0), int(n / n0)};
-    for (const std::vector<long>& codes : {std::vector<long>{z, 0}, std::vector<long>{0, z},
-                                           std::vector<long>{z, kReplicated}, std::vector<long>{kReplicated, z}}) {
-      PLAN_CONTEXT("nested Zigzag: extent " << e << " on mesh {" << n0 << ", " << n / n0 << "}, codes {" << codes[0]
-                                            << ", " << codes[1] << "}");
+    std::vector<std::size_t> starts{0};  // Blocks sizes: cut points spread by a hash of e and k
+    for (std::size_t k = 1; k < n0; ++k) starts.push_back((k * e * 7 + 3 * k) % (e + 1));
+    std::sort(starts.begin(), starts.end());
+    starts.push_back(e);
+    for (const std::vector<long>& codes :
+         {std::vector<long>{z, 0}, std::vector<long>{0, z}, std::vector<long>{z, kReplicated},
+          std::vector<long>{kReplicated, z}, std::vector<long>{b, 0}, std::vector<long>{b, z},
+          std::vector<long>{b, kReplicated}, std::vector<long>{kReplicated, b}}) {
+      if (codes[1] == b && n / n0 != n0) continue;  // the sizes above are axis 0's
+      PLAN_CONTEXT("nested cut: extent " << e << " on mesh {" << n0 << ", " << n / n0 << "}, codes {" << codes[0]
+                                         << ", " << codes[1] << "}");
       std::vector<std::size_t> seen(e, 0);
       for (std::size_t r = 0; r < n; ++r) {
         const std::vector<int> coords{int(r / (n / n0)), int(r % (n / n0))};
@@ -1074,17 +1083,22 @@ void check_nested_zigzag(std::size_t e, std::size_t n) {
           if (codes[a] == kReplicated) continue;
           const std::size_t m = std::size_t(shape[a]), c = std::size_t(coords[a]);
           std::vector<std::size_t> next;
-          const dsp::Partition p{idx.size(), codes[a] == z ? 2 * m : m};
-          for (const std::size_t k :
-               codes[a] == z ? std::vector<std::size_t>{c, 2 * m - 1 - c} : std::vector<std::size_t>{c})
-            for (std::size_t i = p.offset(k); i < p.offset(k) + p.count(k); ++i) next.push_back(idx[i]);
+          if (codes[a] == b) {
+            for (std::size_t i = starts[c]; i < starts[c + 1]; ++i) next.push_back(idx[i]);
+          } else {
+            const dsp::Partition p{idx.size(), codes[a] == z ? 2 * m : m};
+            for (const std::size_t k :
+                 codes[a] == z ? std::vector<std::size_t>{c, 2 * m - 1 - c} : std::vector<std::size_t>{c})
+              for (std::size_t i = p.offset(k); i < p.offset(k) + p.count(k); ++i) next.push_back(idx[i]);
+          }
           idx = next;
         }
-        const auto b = dsp::detail::nested_block(std::array<std::size_t, 1>{e}, codes, shape, coords);
-        ENSURE(b.box.count[0] == idx.size());
+        const auto blk = dsp::detail::nested_block(std::array<std::size_t, 1>{e}, codes, shape, coords,
+                                                   dsp::detail::CutSizes{starts.data()});
+        ENSURE(blk.box.count[0] == idx.size());
         for (std::size_t i = 0; i < idx.size(); ++i) {
-          const bool second = b.split.dim == 0 && i >= b.split.first;
-          ENSURE(idx[i] == (second ? b.split.second + (i - b.split.first) : b.box.offset[0] + i));
+          const bool second = blk.split.dim == 0 && i >= blk.split.first;
+          ENSURE(idx[i] == (second ? blk.split.second + (i - blk.split.first) : blk.box.offset[0] + i));
           ++seen[idx[i]];
         }
       }
@@ -1096,7 +1110,7 @@ void check_nested_zigzag(std::size_t e, std::size_t n) {
 
 void check_small_shape(const Ext& g, std::size_t n) {
   check_cuts(g, n);
-  for (const std::size_t e : g) check_nested_zigzag(e, n);
+  for (const std::size_t e : g) check_nested_cuts(e, n);
   for (std::size_t i = 0; i < g.size(); ++i) {
     simulate_gather(g, i, n);
     simulate_split(g, i, n);

@@ -146,6 +146,17 @@ TEST_CASE("hdf5: saved by all ranks, loaded on 1 to n ranks under other layouts 
     dsp::DistTensor<double, 3, Sharded<0>, Comm> back{world(), e};
     dsp::hdf5::load(file, "mesh/zigzag", back);
     CHECK(dsp::count_mismatches(back, [](const E3& g) { return u_of(g) * 7; }) == 0);
+    // Blocks<1> on axis 0 (run-time sizes, an empty block among them), Zigzag<1> inside: saved, then
+    // loaded under other sizes.
+    using BZ = dsp::Axes<dsp::Blocks<1>, dsp::Zigzag<1>>;
+    std::vector<std::size_t> sizes(std::size_t(d), 0), other(std::size_t(d), 0);
+    sizes[std::size_t(d) - 1] = 5, other[0] = 2, other[std::size_t(d) - 1] += 3;
+    dsp::DistTensor<double, 3, BZ, M> b{mesh, e, sizes};
+    dsp::fill(b, [](const E3& g) { return u_of(g) * 9; });
+    dsp::hdf5::save(b, file, "mesh/blocks");
+    dsp::DistTensor<double, 3, BZ, M> b2{mesh, e, other};
+    dsp::hdf5::load(file, "mesh/blocks", b2);
+    CHECK(dsp::count_mismatches(b2, [](const E3& g) { return u_of(g) * 9; }) == 0);
   }
   // Saving again into a dataset of the same extents and type replaces it.
   {

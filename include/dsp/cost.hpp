@@ -349,9 +349,9 @@ template <std::size_t K, std::size_t R>
 constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>& state,
                                    const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                    const std::array<int, K>& shape, const std::array<int, K>& coords,
-                                   Wire wire = Wire::exact) {
+                                   Wire wire = Wire::exact, CutSizes z = {}) {
   const std::size_t a = std::size_t(st.axis);
-  const auto g = group_extents(e, state, a, shape, coords);
+  const auto g = group_extents(e, state, a, shape, coords, z);
   const std::size_t n = std::size_t(shape[a]), p = std::size_t(coords[a]);
   std::size_t total = 1;
   for (std::size_t x : g) total = checked_mul(total, x);
@@ -391,7 +391,7 @@ constexpr StepCost step_cost_exact(const MeshStep& st, const std::array<long, K>
       break;
     }
     case StepKind::recut: {  // to each peer its part, exact or as one wire section
-      const CutSide from = code_side(st.from, g, n), to = code_side(st.to, g, n);
+      const CutSide from = code_side(st.from, g, n, z), to = code_side(st.to, g, n, z);
       for (std::size_t q = 0; q < n; ++q) {
         const std::size_t elems = q == p ? 0 : cut_elems_to(g, from, to, p, q);
         c.bytes = checked_add(c.bytes, wire == Wire::exact || elems == 0 ? checked_mul(elem_bytes, elems)
@@ -410,11 +410,11 @@ template <std::size_t K, std::size_t R>
 constexpr RedistributeCost<> plan_cost_on(const MeshPlan<K>& plan, const std::array<long, K>& from,
                                           const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                           const std::array<int, K>& shape, const std::array<int, K>& coords,
-                                          Wire wire = Wire::exact) {
+                                          Wire wire = Wire::exact, CutSizes z = {}) {
   RedistributeCost<> c;
   std::array<long, K> state = from;
   for (std::size_t t = 0; t < plan.size; ++t) {
-    c.steps[t] = step_cost_exact(plan.steps[t], state, e, elem_bytes, shape, coords, wire);
+    c.steps[t] = step_cost_exact(plan.steps[t], state, e, elem_bytes, shape, coords, wire, z);
     state[std::size_t(plan.steps[t].axis)] = plan.steps[t].to;
     c.collectives += c.steps[t].collectives;
     c.bytes = checked_add(c.bytes, c.steps[t].bytes);
@@ -456,19 +456,29 @@ constexpr void check_mesh_args(const std::array<int, K>& shape, const std::array
 /// wire type, padding and fp8 scales included; a plan with a reduction on a
 /// low-precision wire throws InvalidArgument). A batch costs the sum of its
 /// tensors' costs. constexpr: usable in static_assert. max_bytes takes every
-/// rank of the mesh into account (a loop over product(shape) ranks).
+/// rank of the mesh into account (a loop over product(shape) ranks). A plan
+/// with a Blocks code takes the sizes (`z`: prefix offsets; the overload of
+/// redistribute_plan::cost with sizes makes them); without them it throws
+/// InvalidArgument.
 template <std::size_t K, std::size_t R>
 constexpr RedistributeCost<> redistribute_cost(const MeshPlan<K>& plan, const std::array<long, K>& from,
                                                const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                                const std::array<int, K>& shape, const std::array<int, K>& coords,
-                                               Wire wire = Wire::exact) {
+                                               Wire wire = Wire::exact, detail::CutSizes z = {}) {
   detail::check_mesh_args(shape, coords);
-  for (const MeshStep& st : plan)
+  for (const MeshStep& st : plan) {
     if (wire != Wire::exact && (st.kind == StepKind::all_reduce || st.kind == StepKind::reduce_scatter))
       throw InvalidArgument("dsp cost model: a plan with a reduction moves exactly, on no wire");
-  RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords, wire);
+    for (long code : {st.from, st.to})
+      if (detail::is_blocks_code(code) && !(detail::is_blocks_out_code(code) ? z.out : z.in))
+        throw InvalidArgument(
+            "dsp cost model: a plan with a Blocks<D> placement costs what its run-time sizes "
+            "say: pass them (redistribute_plan::cost(e, elem_bytes, shape, coords, from_sizes, "
+            "to_sizes))");
+  }
+  RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords, wire, z);
   c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
-    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q, wire).bytes;
+    return detail::plan_cost_on(plan, from, e, elem_bytes, shape, q, wire, z).bytes;
   });
   return c;
 }
@@ -489,7 +499,7 @@ constexpr std::size_t fitting_rank() {
 template <class From, class To, std::size_t Rank>
 constexpr auto make_plan() {
   constexpr auto f = codes_v<From>;
-  constexpr auto t = codes_v<To>;
+  constexpr auto t = plan_codes(codes_v<To>);
   static_assert(f.size() == t.size(), "dsp::redistribute_plan: From and To must have the same number of axes.");
   return plan_mesh<f.size(), plan_states(f, t, Rank)>(f, t, Rank);
 }
@@ -511,9 +521,18 @@ struct redistribute_plan {
   /// The number of mesh axes (1 for a plain communicator).
   static constexpr std::size_t axes = detail::codes_v<From>.size();
   static constexpr std::array<long, axes> from = detail::codes_v<From>;
-  static constexpr std::array<long, axes> to = detail::codes_v<To>;
+  static constexpr std::array<long, axes> to = detail::plan_codes(detail::codes_v<To>);  // Blocks: kBlocksOut
   /// The steps, in order.
   static constexpr MeshPlan<axes> plan = detail::make_plan<From, To, Rank>();
+  /// Where From and To hold the same Blocks<D> on one mesh axis: the plan
+  /// that runs when their sizes are equal (that axis's Blocks stays; `plan`
+  /// recuts it to the output's sizes). Else `plan`.
+  static constexpr std::array<long, axes> kept_to = detail::keeps_blocks<From, To>() ? detail::codes_v<To> : to;
+  static constexpr MeshPlan<axes> kept_plan = [] {
+    if constexpr (detail::keeps_blocks<From, To>())
+      return detail::plan_mesh<axes, detail::plan_states(from, kept_to, Rank)>(from, kept_to, Rank);
+    else return plan;
+  }();
   static_assert(plan.found, "dsp::redistribute_plan: no plan found (a bug: every placement reaches every other).");
 
   /// The number of steps (0: From == To, a copy).
@@ -540,6 +559,36 @@ struct redistribute_plan {
                                            Wire wire = Wire::exact) {
     static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
     return redistribute_cost(plan, from, e, elem_bytes, shape, coords, wire);
+  }
+  /// The same where From or To has a Blocks<D> on a mesh axis: `from_sizes`
+  /// and `to_sizes` are its sizes (one per rank of that axis, summing to the
+  /// extent of D; empty for a side without Blocks). Where both hold the same
+  /// Blocks on one axis with equal sizes, it is kept_plan's cost (what
+  /// dsp::redistribute runs then). Not constexpr. Throws InvalidArgument for
+  /// sizes that do not fit.
+  template <std::size_t R>
+  static RedistributeCost<> cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
+                                 const std::array<int, axes>& shape, const std::array<int, axes>& coords,
+                                 std::span<const std::size_t> from_sizes, std::span<const std::size_t> to_sizes,
+                                 Wire wire = Wire::exact) {
+    static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
+    auto starts =
+        [&](std::span<const std::size_t> sizes, const std::array<long, axes>& codes, int axis, const char* which) {
+      if (axis < 0) return std::vector<std::size_t>();
+      std::size_t sum = 0;
+      for (std::size_t v : sizes) sum = detail::checked_add(sum, v);
+      const std::size_t dim = std::size_t(detail::code_dim(codes[std::size_t(axis)]));
+      if (sizes.size() != std::size_t(shape[std::size_t(axis)]) || sum != e[dim])
+        throw InvalidArgument(std::string("dsp::redistribute_plan::cost: ") + which +
+                              "'s Blocks sizes must be one per rank of mesh axis " + std::to_string(axis) +
+                              " and sum to the extent of dim " + std::to_string(dim));
+      return detail::cost_starts(sizes);
+    };
+    const std::vector<std::size_t> fs = starts(from_sizes, from, detail::blocks_axis<From>(), "From"),
+                                   ts = starts(to_sizes, to, detail::blocks_axis<To>(), "To");
+    const bool kept = detail::keeps_blocks<From, To>() && fs == ts;
+    return redistribute_cost(kept ? kept_plan : plan, from, e, elem_bytes, shape, coords, wire,
+                             detail::CutSizes{fs.empty() ? nullptr : fs.data(), ts.empty() ? nullptr : ts.data()});
   }
   /// The same on a plain communicator: rank `rank` of `n`.
   template <std::size_t R>

@@ -25,8 +25,8 @@ struct Sharded {
 /// Causal load balance along dim D: the dim is cut into 2N chunks by the
 /// Sharded rule (Partition{extent, 2N}) and rank r holds chunk r followed by
 /// chunk 2N-1-r, one contiguous block (so each rank has equal work under a
-/// causal mask). On a plain communicator; dsp::redistribute moves between it
-/// and Sharded, Blocks and Replicated in one exchange (docs/attention.md).
+/// causal mask). On a plain communicator or a mesh axis; dsp::redistribute
+/// moves between it and Sharded, Blocks and Replicated (docs/attention.md).
 template <std::size_t D>
 struct Zigzag {
   static constexpr std::size_t dim = D;
@@ -35,8 +35,9 @@ struct Zigzag {
 /// Blocks along dim D whose sizes are given at run time, one per rank in
 /// rank order, summing to the extent (a DistTensor of this layout takes them
 /// at construction: whole documents per rank, or balanced work). On a plain
-/// communicator; dsp::redistribute moves between it and Sharded, Zigzag and
-/// Replicated in one exchange (docs/attention.md).
+/// communicator, or one mesh axis (sizes: one per rank of that axis; the
+/// axis must be the first that cuts D); dsp::redistribute moves between it
+/// and Sharded, Zigzag and Replicated (docs/attention.md).
 template <std::size_t D>
 struct Blocks {
   static constexpr std::size_t dim = D;
@@ -156,10 +157,11 @@ constexpr Collective collective_for() {
 namespace detail {
 /// Integer code of a placement, exchanged between ranks and used by the mesh
 /// planner: D for Sharded<D>, -1 Replicated, -2 / -3 / -4 Partial<Sum / Max /
-/// Min>, kZigzag - D for Zigzag<D> and kBlocks - D for Blocks<D> (Blocks
-/// never on a mesh).
+/// Min>, kZigzag - D for Zigzag<D> and kBlocks - D for Blocks<D>. In a plan,
+/// the output's Blocks<D> is kBlocksOut - D (plan_codes: its sizes are the
+/// output tensor's, which may differ from the input's on the same axis).
 inline constexpr long kReplicated = -1, kPartialSum = -2, kPartialMax = -3, kPartialMin = -4;
-inline constexpr long kZigzag = -1000, kBlocks = -2000;
+inline constexpr long kZigzag = -1000, kBlocks = -2000, kBlocksOut = -3000;
 template <class L>
 constexpr long layout_code() {
   if constexpr (is_replicated_v<L>) return kReplicated;
@@ -174,9 +176,14 @@ constexpr bool is_partial_code(long c) { return c <= kPartialSum && c >= kPartia
 /// Whether a code is Zigzag's or Blocks'.
 constexpr bool is_cut_code(long c) { return c <= kZigzag; }
 constexpr bool is_zigzag_code(long c) { return c <= kZigzag && c > kBlocks; }
+/// Whether a code is a Blocks one (the input's or, in a plan, the output's).
+constexpr bool is_blocks_code(long c) { return c <= kBlocks; }
+/// Whether a code is the output's Blocks in a plan (kBlocksOut - D).
+constexpr bool is_blocks_out_code(long c) { return c <= kBlocksOut; }
 /// The dim a code cuts (Sharded, Zigzag, Blocks), or -1 (Replicated, Partial).
 constexpr long code_dim(long c) {
   if (c >= 0) return c;
+  if (c <= kBlocksOut) return kBlocksOut - c;
   if (c <= kBlocks) return kBlocks - c;
   if (c <= kZigzag) return kZigzag - c;
   return -1;
@@ -208,14 +215,40 @@ constexpr bool has_cut_code() {
 template <class L>
 constexpr bool has_blocks_code() {
   for (long c : codes_v<L>)
-    if (is_cut_code(c) && !is_zigzag_code(c)) return true;
+    if (is_blocks_code(c)) return true;
   return false;
+}
+
+/// The codes of an output layout as a plan names them: its Blocks codes as
+/// kBlocksOut - D (the output's sizes), the others as they are.
+template <std::size_t K>
+constexpr std::array<long, K> plan_codes(std::array<long, K> c) {
+  for (long& x : c)
+    if (is_blocks_code(x)) x = kBlocksOut - code_dim(x);
+  return c;
+}
+
+/// The mesh axis of a layout's Blocks, or -1.
+template <class L>
+constexpr int blocks_axis() {
+  for (std::size_t a = 0; a < codes_v<L>.size(); ++a)
+    if (is_blocks_code(codes_v<L>[a])) return int(a);
+  return -1;
+}
+
+/// Whether mesh layouts From and To hold the same Blocks<D> on the same axis
+/// (an output of To may then take the input's sizes).
+template <class From, class To>
+constexpr bool keeps_blocks() {
+  constexpr int a = blocks_axis<From>();
+  if constexpr (a < 0 || !is_axes_v<From> || !is_axes_v<To>) return false;
+  else return blocks_axis<To>() == a && codes_v<From>[std::size_t(a)] == codes_v<To>[std::size_t(a)];
 }
 
 /// A placement code (layout_code) as text: Sharded<d>, Replicated, Partial<...>.
 inline std::string layout_text(std::int64_t code) {
   if (code >= 0) return "Sharded<" + std::to_string(code) + ">";
-  if (code <= kBlocks) return "Blocks<" + std::to_string(kBlocks - code) + ">";
+  if (code <= kBlocks) return "Blocks<" + std::to_string(code_dim(long(code))) + ">";
   if (code <= kZigzag) return "Zigzag<" + std::to_string(kZigzag - code) + ">";
   if (code == kPartialSum) return "Partial<Sum>";
   if (code == kPartialMax) return "Partial<Max>";

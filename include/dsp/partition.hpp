@@ -109,13 +109,29 @@ struct CutSide {
   Cut cut;
 };
 
-/// How placement code c (layout_code: Sharded, Zigzag; else whole) cuts
-/// extents e over n ranks.
-constexpr CutSide code_side(long c, std::span<const std::size_t> e, std::size_t n) {
+/// The run-time sizes a mesh layout's Blocks codes stand for: the prefix
+/// offsets (parts + 1 of them) of the input's Blocks (a kBlocks code) and of
+/// the output's (kBlocksOut, in a plan). A layout has at most one Blocks.
+struct CutSizes {
+  const std::size_t* in = nullptr;
+  const std::size_t* out = nullptr;
+};
+
+/// How placement code c cuts `count` indices over `parts` ranks: Sharded
+/// (the 1-D rule), Zigzag, Blocks (the sizes `z` name; a Blocks axis is the
+/// first that cuts its dim, so `count` is the whole extent), else whole.
+constexpr Cut code_cut(long c, std::size_t count, std::size_t parts, CutSizes z = {}) {
+  if (code_dim(c) < 0) return Cut{Cut::Kind::whole, count, parts, nullptr};
+  if (is_blocks_code(c)) return Cut{Cut::Kind::blocks, count, parts, is_blocks_out_code(c) ? z.out : z.in};
+  return Cut{is_zigzag_code(c) ? Cut::Kind::zigzag : Cut::Kind::even, count, parts, nullptr};
+}
+
+/// How placement code c (layout_code: Sharded, Zigzag, Blocks; else whole)
+/// cuts extents e over n ranks.
+constexpr CutSide code_side(long c, std::span<const std::size_t> e, std::size_t n, CutSizes z = {}) {
   const long d = code_dim(c);
-  if (d < 0) return CutSide{0, Cut{Cut::Kind::whole, e.empty() ? 0 : e[0], n, nullptr}};
-  return CutSide{std::size_t(d),
-                 Cut{is_zigzag_code(c) ? Cut::Kind::zigzag : Cut::Kind::even, e[std::size_t(d)], n, nullptr}};
+  if (d < 0) return CutSide{0, code_cut(c, e.empty() ? 0 : e[0], n)};
+  return CutSide{std::size_t(d), code_cut(c, e[std::size_t(d)], n, z)};
 }
 
 /// A rank's block of one or more dims: offset and count per dim.
@@ -156,25 +172,25 @@ constexpr void map_local(const Piece* p, std::size_t np, std::size_t s, std::siz
 }
 
 /// Axis a's cut of a block of `count` indices along its dim: Sharded (the
-/// 1-D rule) or Zigzag (chunks r and 2N-1-r of 2N); local ranges into `out`.
-/// (A Blocks code's sizes are not in the code: a Blocks tensor, on a plain
-/// communicator only, says its block through DistTensor::cut().)
-constexpr std::size_t axis_pieces(long code, std::size_t count, std::size_t parts, std::size_t r, Piece (&out)[2]) {
-  const Cut c{is_zigzag_code(code) ? Cut::Kind::zigzag : Cut::Kind::even, count, parts, nullptr};
-  return c.pieces(r, out);
+/// 1-D rule), Zigzag (chunks r and 2N-1-r of 2N) or Blocks (sizes `z`);
+/// local ranges into `out`.
+constexpr std::size_t axis_pieces(long code, std::size_t count, std::size_t parts, std::size_t r, Piece (&out)[2],
+                                  CutSizes z = {}) {
+  return code_cut(code, count, parts, z).pieces(r, out);
 }
 
 /// The counts of this rank's block under the nested partition (see
 /// nested_block), for the dims of `global` (at most kMaxRank).
 inline std::array<std::size_t, kMaxRank> nested_counts(std::span<const std::size_t> global, std::span<const long> codes,
-                                                       std::span<const int> shape, std::span<const int> coords) {
+                                                       std::span<const int> shape, std::span<const int> coords,
+                                                       CutSizes z = {}) {
   std::array<std::size_t, kMaxRank> c{};
   for (std::size_t d = 0; d < global.size() && d < kMaxRank; ++d) c[d] = global[d];
   for (std::size_t a = 0; a < codes.size(); ++a) {
     const long d = code_dim(codes[a]);
     if (d < 0 || std::size_t(d) >= kMaxRank) continue;
     Piece p[2];
-    const std::size_t k = axis_pieces(codes[a], c[std::size_t(d)], std::size_t(shape[a]), std::size_t(coords[a]), p);
+    const std::size_t k = axis_pieces(codes[a], c[std::size_t(d)], std::size_t(shape[a]), std::size_t(coords[a]), p, z);
     c[std::size_t(d)] = p[0].count + (k > 1 ? p[1].count : 0);
   }
   return c;
@@ -197,10 +213,11 @@ struct NestedBlock {
 /// own order of indices, by the next. Without Zigzag a block is one box;
 /// with one Zigzag on a dim, the block holds at most two ranges of it
 /// (Split). With two Zigzags on one dim the counts hold but not the split
-/// (a tensor's layout has at most one Zigzag).
+/// (a tensor's layout has at most one Zigzag). A Blocks code (sizes `z`)
+/// stands on the first axis that cuts its dim.
 template <std::size_t R>
 constexpr NestedBlock<R> nested_block(const std::array<std::size_t, R>& global, std::span<const long> codes,
-                                      std::span<const int> shape, std::span<const int> coords) {
+                                      std::span<const int> shape, std::span<const int> coords, CutSizes z = {}) {
   constexpr std::size_t cap = 8;
   NestedBlock<R> b;
   b.box.count = global;
@@ -213,7 +230,8 @@ constexpr NestedBlock<R> nested_block(const std::array<std::size_t, R>& global, 
     for (std::size_t a = 0; a < codes.size(); ++a) {
       if (code_dim(codes[a]) != long(d)) continue;
       Piece loc[2];
-      const std::size_t k = axis_pieces(codes[a], b.box.count[d], std::size_t(shape[a]), std::size_t(coords[a]), loc);
+      const std::size_t k =
+          axis_pieces(codes[a], b.box.count[d], std::size_t(shape[a]), std::size_t(coords[a]), loc, z);
       Piece next[cap] = {};
       std::size_t m = 0;
       for (std::size_t i = 0; i < k; ++i) map_local(cur, n, loc[i].offset, loc[i].count, next, m, cap);
@@ -237,8 +255,8 @@ constexpr NestedBlock<R> nested_block(const std::array<std::size_t, R>& global, 
 /// This rank's box under the nested partition (nested_block's).
 template <std::size_t R>
 constexpr Box<R> nested_box(const std::array<std::size_t, R>& global, std::span<const long> codes,
-                            std::span<const int> shape, std::span<const int> coords) {
-  return nested_block(global, codes, shape, coords).box;
+                            std::span<const int> shape, std::span<const int> coords, CutSizes z = {}) {
+  return nested_block(global, codes, shape, coords, z).box;
 }
 
 }  // namespace detail

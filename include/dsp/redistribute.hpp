@@ -139,6 +139,32 @@ template <class To, class Xs, class Ys, class W, std::size_t K>
 void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_location& loc, const MeshPlan<K>& plan) {
   using X0 = tensor_t<std::tuple_element_t<0, Xs>>;
   using P = plan_of<X0, To>;
+  if constexpr (has_blocks_code<typename X0::layout_type>() || has_blocks_code<To>()) {
+    const MeshPlan<K>* run = &plan;
+    const long* dst = P::to.data();
+    if constexpr (keeps_blocks<typename X0::layout_type, To>())
+      if (&plan == &P::plan && std::get<0>(xs).block_sizes() == std::get<0>(ys).block_sizes())
+        run = &P::kept_plan, dst = P::kept_to.data();
+    try {
+      operate(Call<K>{.op = Op::redistribute,
+                      .plan = run,
+                      .from = P::from,
+                      .dst_codes = dst,
+                      .arg = long(switch_algorithm()),
+                      .loc = loc,
+                      .recut = recut_hooks<typename X0::memory_space>()},
+              xs, ys, wire);
+    } catch (const MismatchError& e) {  // name this rank's sizes: the agreement compares a hash
+      std::string mine;
+      if constexpr (has_blocks_code<typename X0::layout_type>())
+        mine += " x's Blocks sizes " + text(std::span<const std::size_t>(std::get<0>(xs).block_sizes()));
+      if constexpr (has_blocks_code<To>())
+        mine += " y's Blocks sizes " + text(std::span<const std::size_t>(std::get<0>(ys).block_sizes()));
+      throw MismatchError(std::string(e.what()) + " (rank " + std::to_string(std::get<0>(xs).communicator().rank()) +
+                          ":" + mine + ")");
+    }
+    return;
+  }
   // A batch of tensors of different extents on a plain communicator: the exchange between cuts, which
   // takes each tensor's extents (engine/recut.hpp).
   if constexpr (!is_mesh_v<typename X0::communicator_type> && std::tuple_size_v < Xs >> 1 &&

@@ -128,12 +128,22 @@ std::array<std::size_t, R> local_offsets(const std::array<std::size_t, R>& g, in
 /// This rank's box of a tensor of layout L (a placement, or Axes<...>) over
 /// group G (a communicator, or a Mesh): the nested partition.
 template <class L, class G, std::size_t R>
-Box<R> box_of(const std::array<std::size_t, R>& g, const G& group) {
+Box<R> box_of(const std::array<std::size_t, R>& g, const G& group, CutSizes z = {}) {
   using traits = group_traits<G>;
   const auto shape = traits::shape(group);
   const auto coords = traits::coords(group);
   return nested_box(g, std::span<const long>(placement_codes<L>::value), std::span<const int>(shape),
-                    std::span<const int>(coords));
+                    std::span<const int>(coords), z);
+}
+
+/// Whether each Blocks code of codes `c` stands on the first axis that cuts its dim.
+template <std::size_t K>
+constexpr bool blocks_first(const std::array<long, K>& c) {
+  for (std::size_t a = 0; a < K; ++a)
+    if (is_blocks_code(c[a]))
+      for (std::size_t b = 0; b < a; ++b)
+        if (code_dim(c[b]) == code_dim(c[a])) return false;
+  return true;
 }
 
 /// Whether layout L can distribute a tensor over group G, with the sentence
@@ -151,14 +161,22 @@ constexpr bool layout_for_group() {
         for (long c : placement_codes<L>::value) z += is_zigzag_code(c) ? 1 : 0;
         return z;
       }();
-      constexpr bool no_blocks = !has_blocks_code<L>();
-      static_assert(no_blocks,
-                    "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis; "
-                    "on a mesh, use the communicator of the axis (mesh.axis(a)) for that step.");
+      constexpr std::size_t blocks = [] {
+        std::size_t z = 0;
+        for (long c : placement_codes<L>::value) z += is_blocks_code(c) ? 1 : 0;
+        return z;
+      }();
+      static_assert(blocks <= 1,
+                    "dsp::DistTensor: a layout on a mesh has at most one Blocks<D> (its sizes are one per rank of "
+                    "its axis); cut the other dims with Sharded.");
+      constexpr bool first = blocks_first(placement_codes<L>::value);
+      static_assert(first,
+                    "dsp::DistTensor: a Blocks<D> on a mesh stands on the first axis that cuts dim D (its sizes cut "
+                    "the whole extent); a later axis may cut each block further with Sharded<D> or Zigzag<D>.");
       static_assert(zigzags <= 1,
                     "dsp::DistTensor: a layout on a mesh has at most one Zigzag<D> (a rank's block then holds at "
                     "most two ranges of dim D); cut the other dims with Sharded.");
-      return L::size == G::axes && no_blocks && zigzags <= 1;
+      return L::size == G::axes && blocks <= 1 && first && zigzags <= 1;
     }
     return false;
   } else {
@@ -177,11 +195,13 @@ struct BlockSizes {
 struct NoBlockSizes {};
 
 /// Why `sizes` cannot be the block sizes of an extent `extent` over `parts`
-/// ranks, or "".
-inline std::string block_sizes_error(const std::vector<std::size_t>& sizes, std::size_t extent, std::size_t parts) {
+/// ranks, or "". `axis`: the mesh axis of the Blocks (-1: a communicator).
+inline std::string block_sizes_error(const std::vector<std::size_t>& sizes, std::size_t extent, std::size_t parts,
+                                     int axis = -1) {
   if (sizes.size() != parts)
-    return "Blocks takes one size per rank: " + std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) +
-           " ranks";
+    return "Blocks takes one size per rank" + std::string(axis < 0 ? "" : " of its mesh axis") + ": " +
+           std::to_string(sizes.size()) + " sizes for " + std::to_string(parts) + " ranks" +
+           (axis < 0 ? std::string() : " along mesh axis " + std::to_string(axis));
   std::size_t sum = 0;
   for (std::size_t v : sizes) {
     if (v > std::size_t(-1) - sum)
@@ -273,6 +293,8 @@ class DistTensor {
   static_assert(layout_fits_v<L, Rank>,
                 "dsp::DistTensor: Sharded<D> requires D < Rank; a tensor of rank R has dims 0 to R-1.");
   using group_traits = detail::group_traits<Comm>;
+  static constexpr bool has_sizes = detail::has_blocks_code<L>();  // Blocks, on a communicator or a mesh axis
+  static constexpr int blocks_axis = detail::blocks_axis<L>();
   static_assert(std::is_trivially_copyable_v<T>,
                 "dsp::DistTensor: the element type must be trivially copyable; dsp moves elements as bytes.");
   static_assert(Kokkos::is_memory_space<MemorySpace>::value,
@@ -297,22 +319,28 @@ class DistTensor {
       : comm_(comm), global_(checked(global.values)),
         local_(detail::allocate_view<view_type>("dsp::DistTensor", local_extents(), true,
                                                 std::make_index_sequence<Rank>{})) {
-    static_assert(!is_blocks_v<L>,
+    static_assert(!has_sizes,
                   "dsp::DistTensor: a Blocks<D> tensor takes its block sizes: DistTensor{comm, extents, sizes}, "
-                  "sizes a std::vector<std::size_t> of one entry per rank summing to the extent of dim D.");
+                  "sizes a std::vector<std::size_t> of one entry per rank (on a mesh: per rank of the Blocks axis) "
+                  "summing to the extent of dim D.");
   }
 
   /// A Blocks<D> tensor: rank r's block holds `sizes[r]` indices of dim D, in
-  /// rank order (zero-initialized). Collective when agreement checks are on
-  /// (one small agreement): sizes that are not one per rank, do not sum to
-  /// the extent, or differ between ranks make every rank throw (the ranks at
-  /// fault an InvalidArgument, the others a MismatchError), allocating nothing.
+  /// rank order (zero-initialized). On a mesh, the Blocks axis's rank at
+  /// coordinate r holds `sizes[r]` (then later axes cut that block further).
+  /// Collective when agreement checks are on (one small agreement): sizes
+  /// that are not one per rank, do not sum to the extent, or differ between
+  /// ranks make every rank throw (the ranks at fault an InvalidArgument, the
+  /// others a MismatchError), allocating nothing.
   DistTensor(const Comm& comm, Extents<Rank> global, std::vector<std::size_t> sizes,
-             std::source_location loc = std::source_location::current()) requires is_blocks_v<L>
+             std::source_location loc = std::source_location::current()) requires(has_sizes)
       : comm_(comm), global_(checked(global.values)) {
     const auto& world = group_traits::world(comm_);
     detail::ExclusiveUse use(world, "dsp::DistTensor construction");
-    std::string why = detail::block_sizes_error(sizes, global_[L::dim], std::size_t(world.size()));
+    const std::size_t dim = std::size_t(detail::code_dim(detail::codes_v<L>[std::size_t(blocks_axis)]));
+    const std::size_t parts =
+        is_mesh_v<Comm> ? std::size_t(group_traits::shape(comm_)[std::size_t(blocks_axis)]) : std::size_t(world.size());
+    std::string why = detail::block_sizes_error(sizes, global_[dim], parts, is_mesh_v<Comm> ? blocks_axis : -1);
     if (!why.empty())
       why = "dsp::DistTensor (rank " + std::to_string(world.rank()) + " of " + std::to_string(world.size()) +
             "): " + why + " (layout " + layout_text() + ", global extents " + detail::text(global_) + ")";
@@ -349,10 +377,10 @@ class DistTensor {
   DistTensor(const Comm& comm, Extents<Rank> global, const V& local,
              std::source_location loc = std::source_location::current())
       : comm_(comm), global_(global.values) {
-    static_assert(!is_blocks_v<L>,
+    static_assert(!has_sizes,
                   "dsp::DistTensor: wrapping a view as a Blocks<D> tensor is not offered yet; allocate it with "
                   "DistTensor{comm, extents, sizes}.");
-    if constexpr (wrappable<V>() && !is_blocks_v<L>) wrap(local, loc);
+    if constexpr (wrappable<V>() && !has_sizes) wrap(local, loc);
   }
 
   /// Internal: a block already known to fit.
@@ -360,7 +388,7 @@ class DistTensor {
       : comm_(comm), global_(global), local_(std::move(local)) {}
   /// Internal: a Blocks block already known to fit, with its (agreed) sizes.
   DistTensor(detail::unchecked_t, const Comm& comm, const extents_type& global, view_type local,
-             std::shared_ptr<const detail::BlockSizes> sizes) requires is_blocks_v<L>
+             std::shared_ptr<const detail::BlockSizes> sizes) requires(has_sizes)
       : comm_(comm), global_(global), local_(std::move(local)), sizes_(std::move(sizes)) {}
 
   /// This rank's block: a contiguous LayoutRight Kokkos view. Throws
@@ -382,7 +410,7 @@ class DistTensor {
       e[L::dim] = cut().count(std::size_t(comm_.rank()));
       return e;
     } else {
-      return detail::box_of<L>(global_, comm_).count;
+      return detail::box_of<L>(global_, comm_, cut_sizes()).count;
     }
   }
   /// Global index of local element (0, ..., 0). Under Zigzag<D> the block
@@ -396,7 +424,7 @@ class DistTensor {
       o[L::dim] = p[0].offset;
       return o;
     } else {
-      return detail::box_of<L>(global_, comm_).offset;
+      return detail::box_of<L>(global_, comm_, cut_sizes()).offset;
     }
   }
   /// Zigzag<D> and Blocks<D>: how dim D is cut over the communicator's ranks
@@ -429,21 +457,30 @@ class DistTensor {
       const auto shape = traits::shape(comm_);
       const auto coords = traits::coords(comm_);
       return detail::nested_block(global_, std::span<const long>(detail::placement_codes<L>::value),
-                                  std::span<const int>(shape), std::span<const int>(coords))
+                                  std::span<const int>(shape), std::span<const int>(coords), cut_sizes())
           .split;
     } else {
       return {};
     }
   }
-  /// Blocks<D>: the block sizes along D, one per rank, as constructed.
-  const std::vector<std::size_t>& block_sizes() const requires is_blocks_v<L> { return sizes_->sizes; }
+  /// Blocks<D>: the block sizes along D, one per rank (on a mesh: per rank of
+  /// the Blocks axis), as constructed.
+  const std::vector<std::size_t>& block_sizes() const requires(has_sizes) { return sizes_->sizes; }
+  /// Internal: the prefix offsets of the Blocks sizes (as the layout's
+  /// Blocks code names them), or none.
+  detail::CutSizes cut_sizes() const noexcept {
+    if constexpr (has_sizes) return detail::CutSizes{sizes_->starts.data(), nullptr};
+    else return {};
+  }
+  /// Internal: the shared sizes (an output of the same sizes shares them).
+  std::shared_ptr<const detail::BlockSizes> shared_sizes() const requires(has_sizes) { return sizes_; }
 
   const Comm& communicator() const noexcept { return comm_; }
   std::size_t global_size() const { return detail::product(global_); }
   std::size_t local_size() const { return local_.size(); }
 
   /// Allocates an uninitialized tensor (internal: outputs that are fully overwritten).
-  static DistTensor uninitialized(const Comm& comm, const extents_type& global) requires(!is_cut_v<L>) {
+  static DistTensor uninitialized(const Comm& comm, const extents_type& global) requires(!is_cut_v<L> && !has_sizes) {
     detail::require_kokkos("dsp::DistTensor");
     auto e = detail::box_of<L>(global, comm).count;
     return DistTensor(detail::unchecked_t{}, comm, global,
@@ -516,8 +553,7 @@ class DistTensor {
   Comm comm_;
   extents_type global_;
   view_type local_;
-  [[no_unique_address]] std::conditional_t<is_blocks_v<L>, std::shared_ptr<const detail::BlockSizes>,
-                                           detail::NoBlockSizes>
+  [[no_unique_address]] std::conditional_t<has_sizes, std::shared_ptr<const detail::BlockSizes>, detail::NoBlockSizes>
       sizes_{};
 };
 

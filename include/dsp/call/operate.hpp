@@ -148,16 +148,33 @@ Signature signature_of(Op op, const X& x, long dst_layout, const std::source_loc
 
 /// The output of an allocating call: a recycled block when one of these
 /// extents is idle (see OutputPool), else a new uninitialized one. Collective
-/// on failure: every rank raises.
+/// on failure: every rank raises. An output with a Blocks on a mesh axis
+/// takes the input's sizes (where the input has that Blocks; else it does
+/// not compile).
 template <class Y, class X>
 Y allocate_output(const X& x, Op op, long dst_layout, const std::source_location& loc) {
   const auto& c = x.communicator();
+  using YL = typename Y::layout_type;
+  constexpr bool sized = has_blocks_code<YL>();
+  static_assert(!sized || keeps_blocks<typename X::layout_type, YL>(),
+                "dsp::redistribute<To>(x) on a mesh: To has a Blocks<D> that x does not have on that axis, and "
+                "the output's block sizes say where the blocks go; construct it (DistTensor{mesh, extents, sizes}) "
+                "and call dsp::redistribute<To>(x, y).");
   try {
     require_kokkos(op_name(static_cast<std::uint32_t>(op)));
     using V = typename Y::view_type;
-    const auto e = box_of<typename Y::layout_type>(x.global_extents(), c).count;
-    V v = output_pool<V>(c).get(e, [&] { return Y::uninitialized(c, x.global_extents()).local(); });
-    return Y(unchecked_t{}, c, x.global_extents(), std::move(v));
+    if constexpr (!sized) {
+      const auto e = box_of<YL>(x.global_extents(), c).count;
+      V v = output_pool<V>(c).get(e, [&] { return Y::uninitialized(c, x.global_extents()).local(); });
+      return Y(unchecked_t{}, c, x.global_extents(), std::move(v));
+    } else if constexpr (keeps_blocks<typename X::layout_type, YL>()) {
+      const auto e = box_of<YL>(x.global_extents(), c, x.cut_sizes()).count;
+      V v = output_pool<V>(c).get(
+          e, [&] { return allocate_view<V>("dsp::DistTensor", e, false, std::make_index_sequence<Y::rank>{}); });
+      return Y(unchecked_t{}, c, x.global_extents(), std::move(v), x.shared_sizes());
+    } else {
+      return Y(unchecked_t{}, c, x.global_extents(), V());  // not reached: the static_assert above
+    }
   } catch (const UsageError&) {
     throw;  // the same everywhere (Kokkos' state): no agreement possible, none needed
   } catch (const std::exception& e) {
@@ -224,6 +241,11 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   t.same_group_as_first = same_group(x.communicator(), x0.communicator());
   t.kind = elem_kind_v<T>;
   if constexpr (Wired) t.wire = wire_kernels_of<T, typename X::memory_space::execution_space>();
+  if constexpr (is_mesh_v<typename X::communicator_type> &&
+                (has_blocks_code<typename X::layout_type>() || has_blocks_code<typename Y::layout_type>())) {
+    if constexpr (has_blocks_code<typename X::layout_type>()) t.sizes_hash = block_sizes_hash(x.block_sizes());
+    if constexpr (has_blocks_code<typename Y::layout_type>()) t.sizes_hash ^= block_sizes_hash(y.block_sizes()) * 31;
+  }
   const auto shape = group_traits<typename X::communicator_type>::shape(x.communicator());
   for (std::size_t a = 0; a < shape.size(); ++a) t.mesh_shape[a] = shape[a];
 }
@@ -277,6 +299,7 @@ void call_facts(CallFacts& f, std::array<TensorFacts, sizeof...(I)>& tf, const C
   f.steps = c.plan->steps.data(), f.n_steps = c.plan->size;
   f.recut = c.recut;
   f.from = c.from.data(), f.axes = K;
+  f.sizes = CutSizes{x0.cut_sizes().in, std::get<0>(ys).cut_sizes().in};
 }
 
 /// Runs call `c` on tensors xs into ys (tuples of references), blocking.

@@ -437,6 +437,8 @@ struct SignatureField {
 [[gnu::cold]] inline std::string u64_text(std::uint64_t v) { return std::to_string(v); }
 [[gnu::cold]] inline std::string arg_text(const Signature& s) { return std::to_string(s.arg); }
 
+/// The index of the shapes field in signature_fields().
+inline constexpr std::size_t kShapesField = 5;
 /// The fields in the order a disagreement is reported (the first that differs).
 [[gnu::cold]] inline std::span<const SignatureField> signature_fields() {
   static const SignatureField fields[] = {
@@ -449,7 +451,7 @@ struct SignatureField {
        [](const Signature& s) { return std::string(s.type) + " (" + u64_text(s.elem_bytes) + " bytes)"; },
        [](const Signature& s) { return std::uint64_t(s.type_hash ^ s.elem_bytes); }},
       {"global extents disagree", extents_text},
-      {"the extents (or Blocks sizes) of the batch's tensors disagree",
+      {"the extents (or Blocks sizes) of the batch's tensors disagree",  // kShapesField
        [](const Signature& s) { return "hash " + u64_text(s.shapes); }, [](const Signature& s) { return s.shapes; }},
       {"input layouts disagree", [](const Signature& s) { return layout_text(s.src_layout, s.mesh_axes); }},
       {"target layouts disagree", [](const Signature& s) { return layout_text(s.dst_layout, s.mesh_axes); }},
@@ -514,10 +516,18 @@ struct SignatureField {
   for (const SignatureField& f : signature_fields()) {
     if (!field_differs(all, f)) continue;
     const bool groups = f.text == &arg_text && static_cast<Op>(a.op) == Op::make_groups;
-    const bool blocks = f.text == &arg_text && (a.src_layout[0] <= kBlocks || a.dst_layout[0] <= kBlocks);
+    // A layout with Blocks: its sizes are hashed into arg (a construction, a
+    // communicator's redistribution) or into shapes (a mesh's redistribution).
+    bool has_blocks = false;
+    for (std::uint32_t x = 0; x < (a.mesh_axes ? a.mesh_axes : 1) && x < kMaxAxes; ++x)
+      has_blocks = has_blocks || a.src_layout[x] <= kBlocks || a.dst_layout[x] <= kBlocks;
+    const bool in_shapes = a.mesh_axes && static_cast<Op>(a.op) != Op::construct;
+    const bool blocks =
+        has_blocks && (in_shapes ? f.what == signature_fields()[kShapesField].what : f.text == &arg_text);
     if (blocks)
-      return "Blocks sizes disagree (each rank's sizes, hashed): " + field_list(all, f) +
-             "; every rank must pass the same sizes, one per rank";
+      return "Blocks sizes disagree (each rank's sizes, hashed" +
+             std::string(in_shapes ? "; a batch's extents too" : "") + "): " + field_list(all, f) +
+             "; every rank must pass the same sizes, one per rank" + (a.mesh_axes ? " of the Blocks axis" : "");
     return std::string(groups ? "sequence-parallel sizes disagree" : f.what) + ": " + field_list(all, f);
   }
   return "";

@@ -48,6 +48,7 @@ struct OpArgs {
   Wire wire = Wire::exact;              // for float tensors, on switch and gather steps
   ReduceType rtype = ReduceType::f32;   // for reductions (Partial placements)
   const void* recut = nullptr;          // a plan's recut steps' engine (RecutHooks<M>), or nullptr
+  CutSizes sizes;                       // the Blocks sizes of the input and output layouts (equal over a batch)
 };
 
 /// A byte range [first, second) of a tensor's block (empty: first == second).
@@ -70,6 +71,7 @@ struct TensorFacts {
   ElemKind kind = ElemKind::other;           // which wires carry it
   const void* wire = nullptr;                // its wire kernels (kernels/convert.hpp WireKernels), or nullptr
   std::array<int, kMaxAxes> mesh_shape{};    // the input's mesh shape (a plain communicator: its size)
+  std::uint64_t sizes_hash = 0;              // the Blocks sizes of a mesh layout's input and output, hashed
 };
 
 /// One call of a front end, as facts: what it is, on which tensors, with
@@ -103,6 +105,7 @@ struct CallFacts {
   // then every rank raises at the agreement check, this one with this text.
   const char* error = nullptr;
   const void* recut = nullptr;  // RecutHooks<M> where the layouts have a Zigzag (OpArgs::recut)
+  CutSizes sizes;               // tensor 0's Blocks sizes (OpArgs::sizes)
 };
 
 /// What is wrong with an output, as text (cold: only on error).
@@ -158,6 +161,9 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
       }
       return who + ": tensor " + k + " of the batch lives on another communicator than tensor 0";
     }
+    if (a.sizes_hash != f.t[0].sizes_hash)
+      return who + ": tensor " + k + " of the batch has other Blocks sizes than tensor 0; on a mesh, the " +
+             "tensors of a batch share their Blocks sizes (on a plain communicator they may differ)";
     for (std::size_t u = 0; u < f.n; ++u)
       if (u != t && (ranges_overlap(a.out_range, f.t[u].in_range) || ranges_overlap(a.out_range, f.t[u].out_range))) {
         status = Status::bad_output;

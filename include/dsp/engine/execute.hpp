@@ -52,7 +52,7 @@ void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t ra
       break;
     case StepKind::recut: {
       std::array<RecutArgs, kMaxBatch> args;
-      recut_items(items, ge, p.step, port.size(), a.wire, args);
+      recut_items(items, ge, p.step, port.size(), a.wire, a.sizes, args);
       static_cast<const RecutHooks<M>*>(a.recut)->execute(port, std::span<const RecutArgs>(args.data(), items.size()),
                                                           *p.recut);
       break;
@@ -76,7 +76,7 @@ void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, st
 template <class M>
 void execute_identity(const OpGroup<M>& g, const OpArgs& a) {
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
-  const auto box = nested_counts(a.global, a.from, shape, coords);
+  const auto box = nested_counts(a.global, a.from, shape, coords, a.sizes);
   const std::size_t n = product(std::span<const std::size_t>(box.data(), a.global.size()));
   const auto exec = g.world->exec();
   const CopyTask t{contiguous(0, n), contiguous(0, n), n};

@@ -64,6 +64,7 @@ struct FlightState {
   std::vector<PackedItem> items;
   std::vector<std::size_t> global;
   std::array<long, kMaxAxes> from{};
+  CutSizes sizes;  // the tensors' Blocks sizes (they live as long as the tensors)
   Wire wire = Wire::exact;
   std::array<PackedItem, kMaxBatch> last_items{};  // the last step's in/out pointers
   std::shared_ptr<FlightBuffers<M>> buffers;
@@ -102,7 +103,8 @@ struct FlightState {
   std::array<std::size_t, kMaxRank> out_box() const {
     if (op.size) return last().out;
     return nested_counts(global, std::span<const long>(from.data(), g.axes),
-                         std::span<const int>(g.shape.data(), g.axes), std::span<const int>(g.coords.data(), g.axes));
+                         std::span<const int>(g.shape.data(), g.axes), std::span<const int>(g.coords.data(), g.axes),
+                         sizes);
   }
   /// The world rank of the rank at coordinate q of the last step's axis.
   int world_rank(int q) const {
@@ -321,7 +323,9 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
   f.global.assign(a.global.begin(), a.global.end());
   f.wire = a.wire;
   for (std::size_t x = 0; x < g.axes; ++x) f.from[x] = a.from[x];
-  const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes), a.wire, a.rtype, a.recut};
+  f.sizes = a.sizes;
+  const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes),
+                    a.wire,  a.rtype,  a.recut, a.sizes};
   ExclusiveUseGroup use(g, a.steps, op_name(sig.op));
   prepare_operation(f.op, g, args, sig, err, true);
   PreparedOp& op = f.op;

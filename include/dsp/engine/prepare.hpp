@@ -38,14 +38,14 @@ constexpr ReduceOp reduce_op_of_code(long code) {
 /// takes them: their blocks in group extents `ge`, from the step's code to
 /// its code over the n ranks of its axis.
 inline void recut_items(std::span<const PackedItem> items, std::span<const std::size_t> ge, const MeshStep& step, int n,
-                        Wire w, std::array<RecutArgs, kMaxBatch>& out) {
+                        Wire w, CutSizes z, std::array<RecutArgs, kMaxBatch>& out) {
   for (std::size_t k = 0; k < items.size(); ++k) {
     RecutArgs& r = out[k];
     r.src = items[k].in, r.dst = items[k].out;
     r.elem_bytes = items[k].elem_bytes;
     r.global = ge;
-    r.from = code_side(step.from, ge, std::size_t(n));
-    r.to = code_side(step.to, ge, std::size_t(n));
+    r.from = code_side(step.from, ge, std::size_t(n), z);
+    r.to = code_side(step.to, ge, std::size_t(n), z);
     r.wire = w;
     r.kind = items[k].kind;
     r.wire_kernels = w == Wire::exact ? nullptr : items[k].wire;
@@ -229,9 +229,9 @@ void prepare_step(PreparedOp& op, PrepareState& ps, const OpGroup<M>& g, const O
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
   std::array<long, kMaxAxes> undone = state;
   undone[ax] = -1;
-  p.group = nested_counts(a.global, std::span<const long>(undone.data(), g.axes), shape, coords);
+  p.group = nested_counts(a.global, std::span<const long>(undone.data(), g.axes), shape, coords, a.sizes);
   state[ax] = p.step.to;
-  p.out = nested_counts(a.global, std::span<const long>(state.data(), g.axes), shape, coords);
+  p.out = nested_counts(a.global, std::span<const long>(state.data(), g.axes), shape, coords, a.sizes);
   p.out_elems = product(std::span<const std::size_t>(p.out.data(), op.rank));
   const std::span<const std::size_t> ge(p.group.data(), op.rank);
   const bool post = ps.split_phase && t + 1 == op.size && port.caps().async && port.size() > 1 && product(ge) > 0;
@@ -247,9 +247,9 @@ void prepare_step(PreparedOp& op, PrepareState& ps, const OpGroup<M>& g, const O
         op.posted_last = post;
         break;
       case StepKind::recut: {
-        if (!a.recut) throw UsageError("a recut step (to or from Zigzag) reached an engine without one");
+        if (!a.recut) throw UsageError("a recut step (to or from Zigzag or Blocks) reached an engine without one");
         std::array<RecutArgs, kMaxBatch> items;
-        recut_items(a.items, ge, p.step, port.size(), a.wire, items);
+        recut_items(a.items, ge, p.step, port.size(), a.wire, a.sizes, items);
         p.recut = static_cast<const RecutHooks<M>*>(a.recut)->prepare(
             port, std::span<const RecutArgs>(items.data(), a.items.size()), s, t);
         break;

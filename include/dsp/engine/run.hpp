@@ -112,6 +112,7 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
     for (std::size_t k = 0; k < f.n; ++k) h.add(std::span<const std::size_t>(f.t[k].extents, f.tensor_rank));
     s.shapes = h.h;
   }
+  s.shapes ^= f.t[0].sizes_hash;
   s.wire = static_cast<std::uint32_t>(f.wire);
   if (f.error) {
     c.err = f.error;
@@ -144,7 +145,8 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
                   std::span<const long>(f.from, f.axes),
                   f.wire,
                   f.rtype,
-                  f.recut};
+                  f.recut,
+                  f.sizes};
 }
 
 template <class M>

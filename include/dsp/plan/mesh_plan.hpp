@@ -17,8 +17,11 @@
 // axis sharding d, before (for the dim it leaves) and after (for the dim it
 // enters): no axis b > a shards d. Then the ranks along axis a hold one block
 // of d between them, split by the 1-D rule, and the step is the 1-D primitive
-// on that block. A Zigzag code stays on the axes that hold it in the
-// input or the output (a tensor's layout has at most one). planner() finds the cheapest sequence of such steps by an
+// on that block. A Zigzag or Blocks code stays on the axes that hold it in the
+// input or the output (a tensor's layout has at most one of each), and a
+// Blocks code on the first axis that cuts its dim (its sizes cut the whole
+// extent); the output's Blocks is a code of its own (kBlocksOut), so that
+// Blocks -> Blocks with other sizes on one axis is a recut. planner() finds the cheapest sequence of such steps by an
 // A* search over placements (Dijkstra's order plus an admissible bound to the
 // goal), at compile time.
 #pragma once
@@ -255,16 +258,29 @@ constexpr void for_each_step(const std::array<long, K>& s, const std::array<std:
                              const Alphabet<K>& A, F&& f) {
   // top[d]: the last axis that cuts dim d (K if none): axis a is innermost
   // for d exactly when top[d] <= a.
-  std::size_t top[kMaxRank] = {};
-  for (std::size_t d = 0; d < kMaxRank; ++d) top[d] = K;
+  // first[d]: the first axis that cuts d; blocks[d]: the axis of a Blocks on
+  // d (K if none). A Blocks stands on the first axis that cuts its dim.
+  std::size_t top[kMaxRank] = {}, first[kMaxRank] = {}, blocks[kMaxRank] = {};
+  for (std::size_t d = 0; d < kMaxRank; ++d) top[d] = first[d] = blocks[d] = K;
   for (std::size_t a = 0; a < K; ++a)
-    if (const long d = code_dim(s[a]); d >= 0 && d < long(kMaxRank)) top[d] = a;
+    if (const long d = code_dim(s[a]); d >= 0 && d < long(kMaxRank)) {
+      top[d] = a;
+      if (first[d] == K) first[d] = a;
+      if (is_blocks_code(s[a])) blocks[d] = a;
+    }
   auto inner = [&](long d, std::size_t a) { return d < 0 || d >= long(kMaxRank) || top[d] == K || top[d] <= a; };
+  auto blocks_first = [&](long q, std::size_t a) {  // the state with axis a set to q keeps the Blocks rule
+    const long d = code_dim(q);
+    if (d < 0 || d >= long(kMaxRank)) return true;
+    if (is_blocks_code(q) && first[d] < a) return false;
+    return blocks[d] == K || blocks[d] <= a;
+  };
   for (std::size_t a = 0; a < K; ++a)
     for (std::size_t k = 0; k < A.size; ++k) {
       if (k == digit[a]) continue;
       const long p = s[a], q = A.codes[k];
-      if (is_cut_code(q) && q != A.from[a] && q != A.to[a]) continue;  // a Zigzag stays on its axis
+      if (is_cut_code(q) && q != A.from[a] && q != A.to[a]) continue;  // a Zigzag or Blocks stays on its axis
+      if (!blocks_first(q, a)) continue;
       const int kind = step_rule(p, q, inner(code_dim(p), a), inner(code_dim(q), a));
       if (kind >= 0) f(a, k, static_cast<StepKind>(kind));
     }
@@ -367,9 +383,9 @@ constexpr std::size_t plan_states(const std::array<long, K>& from, const std::ar
 template <std::size_t K, std::size_t R>
 constexpr std::array<std::size_t, R> group_extents(const std::array<std::size_t, R>& global, std::array<long, K> state,
                                                    std::size_t a, const std::array<int, K>& shape,
-                                                   const std::array<int, K>& coords) {
+                                                   const std::array<int, K>& coords, CutSizes z = {}) {
   state[a] = -1;
-  return nested_box(global, std::span<const long>(state), std::span<const int>(shape), std::span<const int>(coords))
+  return nested_box(global, std::span<const long>(state), std::span<const int>(shape), std::span<const int>(coords), z)
       .count;
 }
 
