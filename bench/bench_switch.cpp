@@ -486,6 +486,38 @@ void add_cut(const std::vector<std::size_t>& g) {
   }
 }
 
+/// USP's Ulysses switch on a mesh {r, u}: [B, S, H, d] from the sequence
+/// (cut over axis 0, then each block over axis 1) to the heads on axis 1,
+/// the ring axis's cut Sharded, Zigzag or Blocks (the Sharded rule's sizes:
+/// the same bytes). Each is one switch on axis 1 (Blocks: kept_plan, its
+/// sizes equal); the ring axis's cut only changes the blocks' extents.
+void add_mesh_cut(const std::vector<std::size_t>& g, const std::array<int, 2>& shape) {
+  using E = std::array<std::size_t, 4>;
+  using M = dsp::Mesh<2, Comm>;
+  const E ext = to_array<4>(g);
+  std::vector<std::size_t> sizes;
+  for (int r = 0; r < shape[0]; ++r)
+    sizes.push_back(dsp::Partition{ext[1], std::size_t(shape[0])}.count(std::size_t(r)));
+  const std::string group = std::string("meshcut/") + shape_text(g) + "/{" + std::to_string(shape[0]) + "," +
+                            std::to_string(shape[1]) + "}/np" + std::to_string(comm().size());
+  using SH = dsp::DistTensor<float, 4, dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>, M>;
+  const double bytes = double(SH(M(comm(), shape), ext).local_size()) * sizeof(float);
+  references()[group] = "sharded";
+  auto pair = [=]<class P>() {  // the ring axis's placement P
+    using X = dsp::DistTensor<float, 4, dsp::Axes<P, dsp::Sharded<1>>, M>;
+    using Y = dsp::DistTensor<float, 4, dsp::Axes<P, dsp::Sharded<2>>, M>;
+    auto mesh = std::make_shared<M>(comm(), shape);
+    std::shared_ptr<std::pair<X, Y>> a;
+    if constexpr (dsp::is_blocks_v<P>)
+      a = std::make_shared<std::pair<X, Y>>(X(*mesh, ext, sizes), Y(*mesh, ext, sizes));
+    else a = std::make_shared<std::pair<X, Y>>(X(*mesh, ext), Y(*mesh, ext));
+    return std::function<void()>([a, mesh] { dsp::redistribute<dsp::Axes<P, dsp::Sharded<2>>>(a->first, a->second); });
+  };
+  add(group, "sharded", bytes, [=] { return pair.template operator()<dsp::Sharded<1>>(); });
+  add(group, "zigzag", bytes, [=] { return pair.template operator()<dsp::Zigzag<1>>(); });
+  add(group, "blocks", bytes, [=] { return pair.template operator()<dsp::Blocks<1>>(); });
+}
+
 /// As add_cut, on the bf16 wire: Zigzag<1> against Sharded<1> (the same
 /// elements, half the bytes on the wire), both directions.
 void add_cut_wire(const std::vector<std::size_t>& g) {
@@ -654,11 +686,16 @@ int main(int argc, char** argv) {
                           std::size_t(16) << 20, std::size_t(64) << 20})
       add_batch(b);
     for (std::size_t b : {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20}) add_wire(b);
-    add_cut({1, 64, 4, 16});        // 16 KiB: the Sharded switch takes one MPI_Alltoall at 2 ranks
-    add_cut({1, 256, 8, 64});       // 512 KiB
-    add_cut({1, 2048, 16, 64});     // 8 MiB
-    add_cut({1, 8192, 32, 128});    // 128 MiB
-    add_cut({4, 1024, 16, 64});     // 16 MiB, a batch dim: 4 run patterns per peer
+    add_cut({1, 64, 4, 16});      // 16 KiB: the Sharded switch takes one MPI_Alltoall at 2 ranks
+    add_cut({1, 256, 8, 64});     // 512 KiB
+    add_cut({1, 2048, 16, 64});   // 8 MiB
+    add_cut({1, 8192, 32, 128});  // 128 MiB
+    add_cut({4, 1024, 16, 64});   // 16 MiB, a batch dim: 4 run patterns per peer
+    for (const std::array<int, 2> s : {std::array<int, 2>{2, n / 2}, std::array<int, 2>{n, 1}})
+      if (n % 2 == 0) {
+        add_mesh_cut({1, 1024, 16, 64}, s);   // 4 MiB
+        add_mesh_cut({1, 8192, 32, 128}, s);  // 128 MiB
+      }
     add_cut_wire({1, 256, 8, 64});  // the same on the bf16 wire
     add_cut_wire({1, 2048, 16, 64});
     add_cut_wire({1, 8192, 32, 128});

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace dsp_test {
 
@@ -20,6 +21,26 @@ namespace dsp_test {
 inline dsp::MpiCommunicator& world() {
   static dsp::MpiCommunicator c{MPI_COMM_WORLD};
   return c;
+}
+
+/// The sum and the largest of v over the world's ranks.
+inline std::size_t sum_all(std::size_t v) {
+  unsigned long long x = v, s = 0;
+  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return std::size_t(s);
+}
+inline std::size_t max_all(std::size_t v) {
+  unsigned long long x = v, s = 0;
+  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return std::size_t(s);
+}
+
+/// Every 2-axis mesh shape of n ranks: {d, n / d} for each divisor d.
+inline std::vector<std::array<int, 2>> shapes2(int n) {
+  std::vector<std::array<int, 2>> out;
+  for (int d = 1; d <= n; ++d)
+    if (n % d == 0) out.push_back({d, n / d});
+  return out;
 }
 
 /// Value stored at linear global index g (exact in every tested type).

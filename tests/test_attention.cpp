@@ -33,12 +33,6 @@ using Seq = Axes<Sharded<1>, Sharded<1>>;      // [B, S, H, d]: the sequence ove
 using KvHeads = Axes<Replicated, Sharded<2>>;  // K, V: a head group per column, whole on its ranks
 using QHeads = Axes<Sharded<1>, Sharded<2>>;   // Q: the column's query heads, the sequence down it
 
-std::size_t sum_all(std::size_t v) {
-  unsigned long long x = v, s = 0;
-  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return std::size_t(s);
-}
-
 std::size_t bytes_sent(const M& m) { return m.axis(0).counts().bytes_sent + m.axis(1).counts().bytes_sent; }
 void reset(const M& m) {
   for (std::size_t a = 0; a < 2; ++a) {

@@ -35,12 +35,6 @@ using T = std::int32_t;
 using Counted = dsp::CountingCommunicator<dsp::MpiCommunicator>;
 using E4 = std::array<std::size_t, 4>;
 
-std::size_t sum_all(std::size_t v) {
-  unsigned long long x = v, s = 0;
-  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return std::size_t(s);
-}
-
 T ref(const E4& g, const E4& e) { return value_at<T>(linear(g, e)); }
 
 /// Run-time sizes for Blocks over n ranks: uneven, with an empty block where

@@ -124,13 +124,6 @@ std::size_t wrong(const Y& y) {
   }
 }
 
-/// max over ranks
-std::size_t max_all(std::size_t v) {
-  unsigned long long in = v, out = 0;
-  MPI_Allreduce(&in, &out, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return std::size_t(out);
-}
-
 /// From -> To on mesh m for extents g: the data, the input unchanged, the
 /// allocating and the into forms.
 template <class From, class To, std::size_t R, class M>

@@ -37,24 +37,6 @@ using CMesh = dsp::Mesh<K, Counted>;
 using E3 = std::array<std::size_t, 3>;
 using Sizes = std::vector<std::size_t>;
 
-std::size_t sum_all(std::size_t v) {
-  unsigned long long x = v, s = 0;
-  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return std::size_t(s);
-}
-std::size_t max_all(std::size_t v) {
-  unsigned long long x = v, s = 0;
-  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return std::size_t(s);
-}
-
-std::vector<std::array<int, 2>> shapes2(int n) {
-  std::vector<std::array<int, 2>> out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back({d, n / d});
-  return out;
-}
-
 /// Random sizes of `parts` blocks summing to `extent` (empty ones often).
 Sizes random_sizes(std::mt19937& rng, std::size_t parts, std::size_t extent) {
   Sizes s(parts, 0);
@@ -235,7 +217,7 @@ TEST_CASE("Blocks on a mesh: the packed-sequence USP switch, a batch of other he
     CMesh<2> m{cw, s};
     CAPTURE(s);
     const E3 e{2, 4 * std::size_t(n) + 5, 2 * std::size_t(n) + 2};  // [B, S, H]: documents packed along S
-    using BS = Axes<Blocks<1>, Sharded<1>>;  // whole documents per ring rank, Ulysses inside
+    using BS = Axes<Blocks<1>, Sharded<1>>;                         // whole documents per ring rank, Ulysses inside
     using BH = Axes<Blocks<1>, Sharded<2>>;  // after the Ulysses switch: the ring rank's documents, heads split
     // With the input's sizes the Blocks stays: one switch on axis 1, as for Sharded.
     static_assert(dsp::redistribute_plan<BS, BH, 3>::kept_plan.size == 1);
@@ -248,7 +230,7 @@ TEST_CASE("Blocks on a mesh: the packed-sequence USP switch, a batch of other he
     CHECK(m.axis(0).counts().collectives() == 0);
     CHECK(h.block_sizes() == docs);
     CHECK(wrong(h, e) == 0);
-    // A batch: Q with H heads, K with H/2 (other extents are refused on a mesh: the batch below shares them).
+    // A batch of two element types, sharing the sizes (a batch on a mesh has equal extents and sizes).
     dsp::DistTensor<float, 3, BS, CMesh<2>> q{m, e, docs};
     dsp::fill(q, [&](const E3& g) { return small(e, g); });
     auto [hx, hq] = dsp::redistribute<BH>(dsp::batch(x, q));
@@ -271,10 +253,9 @@ TEST_CASE("Blocks on a mesh: the packed-sequence USP switch, a batch of other he
     dsp::redistribute<BH>(q, r, dsp::Wire::bf16);
     std::size_t bytes = 0;
     for (std::size_t a = 0; a < 2; ++a) bytes += m.axis(a).counts().bytes_sent;
-    CHECK(bytes ==
-          dsp::redistribute_plan<BS, BH, 3>::cost(e, sizeof(float), m.shape(), m.coords(), docs, balanced,
-                                                  dsp::Wire::bf16)
-              .bytes);
+    CHECK(bytes == dsp::redistribute_plan<BS, BH, 3>::cost(e, sizeof(float), m.shape(), m.coords(), docs, balanced,
+                                                           dsp::Wire::bf16)
+                       .bytes);
     CHECK(sum_all(dsp::count_mismatches(r, [&](const E3& g) { return small(e, g); })) == 0);
     // reshard to a plain communicator's Blocks (other sizes) and back.
     const Sizes flat = random_sizes(rng, std::size_t(n), e[1]);
@@ -314,4 +295,97 @@ TEST_CASE("Blocks on a mesh: sizes that do not fit, or differ between ranks, rai
   using P = dsp::redistribute_plan<BR, Axes<Sharded<1>, Replicated>, 3>;
   CHECK_THROWS_AS((void)P::cost(e, 8, m.shape(), m.coords()), dsp::InvalidArgument);
   CHECK_THROWS_AS((void)P::cost(e, 8, m.shape(), m.coords(), Sizes{1}, Sizes{}), dsp::InvalidArgument);
+}
+
+TEST_CASE("split-phase with Blocks: a mesh's Ulysses switch posted, recut steps at the start, plain communicators") {
+  const int n = world().size();
+  std::mt19937 rng(23);
+  using M = dsp::Mesh<2, dsp::MpiCommunicator>;
+  for (const auto& s : shapes2(n)) {
+    CAPTURE(s);
+    M m{world(), s};
+    const E3 e{2, 4 * std::size_t(n) + 5, 2 * std::size_t(n) + 2};
+    using BS = Axes<Blocks<1>, Sharded<1>>;
+    using BH = Axes<Blocks<1>, Sharded<2>>;
+    const Sizes docs = random_sizes(rng, std::size_t(s[0]), e[1]);
+    dsp::DistTensor<double, 3, BS, M> x{m, e, docs};
+    dsp::fill(x, [&](const E3& g) { return val(e, g); });
+    // The same sizes: the Ulysses switch alone, posted; each block lands with its global offsets.
+    dsp::DistTensor<double, 3, BH, M> h{m, e, docs};
+    std::size_t rows = 0, bad = 0;
+    dsp::redistribute_each<BH>(x, h, [&](const auto& block, const auto& offsets, int) {
+      rows += block.extent(1);
+      if (block.extent(0) && block.extent(1) && block.extent(2) && block(0, 0, 0) != val(e, offsets)) ++bad;
+    });
+    CHECK(bad == 0);
+    CHECK(wrong(h, e) == 0);
+    // Other sizes: the ring axis's recut at the start, then the switch.
+    const Sizes other = random_sizes(rng, std::size_t(s[0]), e[1]);
+    dsp::DistTensor<double, 3, BH, M> r{m, e, other};
+    auto hr = dsp::start_redistribute<BH>(x, r);
+    hr.wait();
+    CHECK(wrong(r, e) == 0);
+    // On a wire, from Sharded into Blocks.
+    dsp::DistTensor<float, 3, Axes<Sharded<1>, Sharded<1>>, M> f{m, e};
+    dsp::fill(f, [&](const E3& g) { return small(e, g); });
+    dsp::DistTensor<float, 3, BH, M> fb{m, e, other};
+    auto hw = dsp::start_redistribute<BH>(f, fb, dsp::Wire::bf16);
+    hw.wait();
+    CHECK(sum_all(dsp::count_mismatches(fb, [&](const E3& g) { return small(e, g); })) == 0);
+  }
+  // A plain communicator: Sharded -> Blocks -> Blocks (a rebalance) -> Sharded, split-phase.
+  const E3 e{2, 3 * std::size_t(n) + 2, 3};
+  dsp::DistTensor<double, 3, Sharded<2>, dsp::MpiCommunicator> x{world(), e};
+  dsp::fill(x, [&](const E3& g) { return val(e, g); });
+  dsp::DistTensor<double, 3, Blocks<1>, dsp::MpiCommunicator> b{world(), e, random_sizes(rng, std::size_t(n), e[1])};
+  std::size_t bad = 0;
+  dsp::redistribute_each<Blocks<1>>(x, b, [&](const auto& block, const auto& offsets, int) {
+    if (block.size() && block(0, 0, 0) != val(e, offsets)) ++bad;
+  });
+  CHECK(bad == 0);
+  CHECK(wrong(b, e) == 0);
+  dsp::DistTensor<double, 3, Blocks<1>, dsp::MpiCommunicator> b2{world(), e, random_sizes(rng, std::size_t(n), e[1])};
+  auto h2 = dsp::start_redistribute<Blocks<1>>(b, b2);
+  h2.wait();
+  CHECK(wrong(b2, e) == 0);
+  dsp::DistTensor<double, 3, Sharded<0>, dsp::MpiCommunicator> back{world(), e};
+  auto hb = dsp::start_redistribute<Sharded<0>>(b2, back);
+  hb.wait();
+  CHECK(wrong(back, e) == 0);
+  // Ranks whose output sizes differ: every rank raises at the start, nothing posted.
+  if (n > 1) {
+    dsp::set_agreement_checks(false);  // the constructor's own check would catch it first
+    Sizes mine(std::size_t(n), 0);
+    mine[std::size_t(world().rank())] = e[1];
+    dsp::DistTensor<double, 3, Blocks<1>, dsp::MpiCommunicator> odd{world(), e, mine};
+    dsp::set_agreement_checks(true);
+    CHECK(error_of([&] { dsp::start_redistribute<Blocks<1>>(x, odd).wait(); }).find("Blocks sizes") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("Blocks on a mesh: redistribute_axis keeps the sizes; the cost model refuses missing or stray sizes") {
+  const int n = world().size();
+  using M = dsp::Mesh<2, dsp::MpiCommunicator>;
+  std::mt19937 rng(31);
+  for (const auto& s : shapes2(n)) {
+    M m{world(), s};
+    const E3 e{2, 3 * std::size_t(n) + 4, 2 * std::size_t(n) + 1};
+    using BH = Axes<Blocks<1>, Sharded<2>>;
+    const Sizes docs = random_sizes(rng, std::size_t(s[0]), e[1]);
+    dsp::DistTensor<double, 3, BH, M> x{m, e, docs};
+    dsp::fill(x, [&](const E3& g) { return val(e, g); });
+    auto r = dsp::redistribute_axis<1, Replicated>(x);  // a gather on axis 1; axis 0's blocks stay
+    static_assert(std::is_same_v<decltype(r)::layout_type, Axes<Blocks<1>, Replicated>>);
+    CHECK(r.block_sizes() == docs);
+    CHECK(wrong(r, e) == 0);
+    auto t = dsp::redistribute_axis<0, Sharded<1>>(r);  // a recut on axis 0: Blocks -> Sharded
+    CHECK(wrong(t, e) == 0);
+    using P = dsp::redistribute_plan<Axes<Blocks<1>, Sharded<1>>, BH, 3>;
+    CHECK_THROWS_AS((void)dsp::redistribute_cost(P::kept_plan, P::from, e, 8, m.shape(), m.coords()),
+                    dsp::InvalidArgument);  // the Blocks stays in every state: its sizes are still needed
+    using Q = dsp::redistribute_plan<Axes<Sharded<1>, Sharded<2>>, Axes<Sharded<2>, Sharded<1>>, 3>;
+    CHECK_THROWS_AS((void)Q::cost(e, 8, m.shape(), m.coords(), docs, Sizes{}),
+                    dsp::InvalidArgument);  // sizes for a side without Blocks
+  }
 }

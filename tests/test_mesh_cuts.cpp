@@ -32,25 +32,6 @@ template <std::size_t K>
 using CMesh = dsp::Mesh<K, Counted>;
 using E3 = std::array<std::size_t, 3>;
 
-std::size_t sum_all(std::size_t v) {
-  unsigned long long x = v, s = 0;
-  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
-  return std::size_t(s);
-}
-std::size_t max_all(std::size_t v) {
-  unsigned long long x = v, s = 0;
-  MPI_Allreduce(&x, &s, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return std::size_t(s);
-}
-
-/// Every 2-axis shape whose product is n.
-std::vector<std::array<int, 2>> shapes2(int n) {
-  std::vector<std::array<int, 2>> out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back({d, n / d});
-  return out;
-}
-
 /// The nested rule simulated on explicit index lists: the global indices of
 /// dim d a rank at `coords` holds, in its block's order.
 std::vector<std::size_t> simulate(std::size_t extent, std::size_t d, const std::vector<long>& codes,

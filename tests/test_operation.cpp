@@ -29,13 +29,6 @@ namespace {
 using Comm = dsp::MpiCommunicator;
 
 /// Every shape of 2 axes whose product is n.
-std::vector<std::array<int, 2>> shapes2(int n) {
-  std::vector<std::array<int, 2>> out;
-  for (int d = 1; d <= n; ++d)
-    if (n % d == 0) out.push_back({d, n / d});
-  return out;
-}
-
 /// The local linear index of an element of a block of y, from its address.
 template <class Y, class B>
 std::size_t local_index(const Y& y, const B& block, const std::array<std::size_t, Y::rank>& idx) {

@@ -341,13 +341,10 @@ constexpr bool start_redistribute_ok() {
                   "dsp::start_redistribute / redistribute_each: pass two batches (dsp::batch(x...), dsp::batch(y...)) "
                   "or two tensors.");
     if constexpr (is_batch_v<std::remove_cvref_t<XA>> && is_batch_v<std::remove_cvref_t<YA>>)
-      return batch_redistribute_into_check<To, std::remove_cvref_t<XA>, std::remove_cvref_t<YA>>::value &&
-             cut_form_ok<typename tensor_t<std::tuple_element_t<0, decltype(std::declval<XA&>().tensors)>>::layout_type,
-                         To>();
+      return batch_redistribute_into_check<To, std::remove_cvref_t<XA>, std::remove_cvref_t<YA>>::value;
     return false;
   } else {
-    if constexpr (redistribute_ok<To, XA>() && cut_form_ok<typename tensor_t<XA>::layout_type, To>())
-      return output_type_ok<YA, XA, relayout_t<XA, To>>();
+    if constexpr (redistribute_ok<To, XA>()) return output_type_ok<YA, XA, relayout_t<XA, To>>();
     return false;
   }
 }
@@ -368,13 +365,19 @@ auto start_redistribute_impl(const XA& xa, YA& ya, W wire, const std::source_loc
   auto ys = tie_of(ya);
   using X0 = tensor_t<std::tuple_element_t<0, decltype(xs)>>;
   using P = plan_of<X0, To>;
-  const void* recut = nullptr;  // a Zigzag's recut steps run at the start (engine/flight.hpp)
+  const void* recut = nullptr;  // a Zigzag's or Blocks' recut steps run at the start (engine/flight.hpp)
   if constexpr (has_cut_code<typename X0::layout_type>() || has_cut_code<To>())
     recut = recut_hooks<typename X0::memory_space>();
+  const MeshPlan<P::axes>* plan = &P::plan;
+  const long* dst = P::to.data();
+  // The same Blocks on one axis with equal sizes stays (kept_plan), where the last step delivers along the
+  // same dim (the handle's type names it).
+  if constexpr (keeps_blocks<typename X0::layout_type, To>() && block_dim(P::kept_plan) == block_dim(P::plan))
+    if (std::get<0>(xs).block_sizes() == std::get<0>(ys).block_sizes()) plan = &P::kept_plan, dst = P::kept_to.data();
   return start_handle<block_dim(P::plan)>(Call<P::axes>{.op = Op::start_redistribute,
-                                                        .plan = &P::plan,
+                                                        .plan = plan,
                                                         .from = P::from,
-                                                        .dst_codes = P::to.data(),
+                                                        .dst_codes = dst,
                                                         .arg = long(switch_algorithm()),
                                                         .loc = loc,
                                                         .recut = recut},

@@ -466,15 +466,17 @@ constexpr RedistributeCost<> redistribute_cost(const MeshPlan<K>& plan, const st
                                                const std::array<int, K>& shape, const std::array<int, K>& coords,
                                                Wire wire = Wire::exact, detail::CutSizes z = {}) {
   detail::check_mesh_args(shape, coords);
+  auto sized = [&](long code) {  // a Blocks code's sizes were passed
+    if (detail::is_blocks_code(code) && !(detail::is_blocks_out_code(code) ? z.out : z.in))
+      throw InvalidArgument(
+          "dsp cost model: a plan with a Blocks<D> placement costs what its run-time sizes say: pass them "
+          "(redistribute_plan::cost(e, elem_bytes, shape, coords, from_sizes, to_sizes))");
+  };
+  for (long code : from) sized(code);
   for (const MeshStep& st : plan) {
     if (wire != Wire::exact && (st.kind == StepKind::all_reduce || st.kind == StepKind::reduce_scatter))
       throw InvalidArgument("dsp cost model: a plan with a reduction moves exactly, on no wire");
-    for (long code : {st.from, st.to})
-      if (detail::is_blocks_code(code) && !(detail::is_blocks_out_code(code) ? z.out : z.in))
-        throw InvalidArgument(
-            "dsp cost model: a plan with a Blocks<D> placement costs what its run-time sizes "
-            "say: pass them (redistribute_plan::cost(e, elem_bytes, shape, coords, from_sizes, "
-            "to_sizes))");
+    sized(st.from), sized(st.to);
   }
   RedistributeCost<> c = detail::plan_cost_on(plan, from, e, elem_bytes, shape, coords, wire, z);
   c.max_bytes = detail::max_over_mesh(shape, [&](const std::array<int, K>& q) {
@@ -574,14 +576,21 @@ struct redistribute_plan {
     static_assert(R == Rank, "dsp::redistribute_plan::cost: the extents must have the plan's Rank.");
     auto starts =
         [&](std::span<const std::size_t> sizes, const std::array<long, axes>& codes, int axis, const char* which) {
-      if (axis < 0) return std::vector<std::size_t>();
+      if (axis < 0) {
+        if (!sizes.empty())
+          throw InvalidArgument(std::string("dsp::redistribute_plan::cost: ") + which +
+                                " has no Blocks<D>, so its sizes must be empty");
+        return std::vector<std::size_t>();
+      }
       std::size_t sum = 0;
       for (std::size_t v : sizes) sum = detail::checked_add(sum, v);
       const std::size_t dim = std::size_t(detail::code_dim(codes[std::size_t(axis)]));
       if (sizes.size() != std::size_t(shape[std::size_t(axis)]) || sum != e[dim])
-        throw InvalidArgument(std::string("dsp::redistribute_plan::cost: ") + which +
-                              "'s Blocks sizes must be one per rank of mesh axis " + std::to_string(axis) +
-                              " and sum to the extent of dim " + std::to_string(dim));
+        throw InvalidArgument(std::string("dsp::redistribute_plan::cost: ") + which + "'s Blocks sizes are " +
+                              std::to_string(sizes.size()) + " summing to " + std::to_string(sum) +
+                              "; they must be one per rank of mesh axis " + std::to_string(axis) + " (" +
+                              std::to_string(shape[std::size_t(axis)]) + ") and sum to the extent of dim " +
+                              std::to_string(dim) + " (" + std::to_string(e[dim]) + ")");
       return detail::cost_starts(sizes);
     };
     const std::vector<std::size_t> fs = starts(from_sizes, from, detail::blocks_axis<From>(), "From"),
@@ -606,8 +615,11 @@ struct redistribute_plan {
       std::string t;
       for (std::size_t k = 0; k < plan.size; ++k) {
         const auto& s = plan.steps[k];
+        auto name = [](long c) {  // the output's Blocks: its own sizes
+          return detail::layout_text(c) + (detail::is_blocks_out_code(c) ? " (y's sizes)" : "");
+        };
         t += (k ? "; " : "") + std::string(step_name(s.kind)) + " on axis " + std::to_string(s.axis) + ": " +
-             detail::layout_text(s.from) + " -> " + detail::layout_text(s.to);
+             name(s.from) + " -> " + name(s.to);
       }
       return t;
     }

@@ -358,6 +358,10 @@ class Pipeline {
   template <class S, class From, class To, std::size_t R, class Shape>
   static constexpr TransitionCost step_cost(const std::array<std::size_t, R>& e, std::size_t elem_bytes,
                                             const Shape& shape, const Shape& where) {
+    static_assert(!detail::has_blocks_code<From>() && !detail::has_blocks_code<To>(),
+                  "dsp::Pipeline::cost: a Blocks<D> layout's cost depends on its run-time sizes; use "
+                  "redistribute_plan<From, To>::cost(e, elem_bytes, shape, coords, from_sizes, to_sizes) for that "
+                  "step.");
     if constexpr (detail::is_to_step_v<S>) {
       using P = redistribute_plan<From, To, R>;
       MeshPlan<P::axes> plan = P::plan;

@@ -493,9 +493,9 @@ constexpr bool axis_step_ok() {
                     "a dim sharded by several axes is split in axis order, so axis A cannot join it in one step. "
                     "Use dsp::redistribute, which plans the steps.");
       static_assert(!(is_cut_code(p) && kind < 0 && q != p),
-                    "dsp::redistribute_axis<A, P>: axis A holds a Zigzag<D>, and moving it to P is not one exact "
-                    "step here (a later axis cuts its dim, or P is Partial); use dsp::redistribute, which plans "
-                    "the steps.");
+                    "dsp::redistribute_axis<A, P>: axis A holds a Zigzag<D> or Blocks<D>, and moving it to P is "
+                    "not one exact step here (a later axis cuts its dim, or P is Partial); use dsp::redistribute, "
+                    "which plans the steps.");
       static_assert(!(is_partial_code(q) && p >= 0),
                     "dsp::redistribute_axis<A, P>: Sharded -> Partial is not one step (gather first); use "
                     "dsp::redistribute.");

@@ -4,8 +4,8 @@ and PyTorch tensors (anything with ``__dlpack__``), over mpi4py communicators.
 
 An array is *this rank's block* of a global tensor; a layout is a value:
 ``dsp.Sharded(d)``, ``dsp.Replicated()``, ``dsp.Partial("sum"|"max"|"min")``,
-or on a ``dsp.Mesh`` a tuple with one placement per mesh axis; on a ``dsp.Comm``
-also ``dsp.Zigzag(d)`` and ``dsp.Blocks(d, sizes)`` (attention's layouts). Blocks are
+or on a ``dsp.Mesh`` a tuple with one placement per mesh axis; also ``dsp.Zigzag(d)``
+and ``dsp.Blocks(d, sizes)`` (attention's layouts, alone or in a tuple). Blocks are
 taken without copying (C-contiguous, host memory) and results come back as
 the same kind of array. Every call is collective over its group; bad input on
 any rank raises a ``dsp.Error`` on every rank, with the input untouched.
@@ -125,7 +125,8 @@ class Zigzag(Placement):
 
 class Blocks(Placement):
     """Dim ``dim`` in one block per rank of the run-time ``sizes`` (one per rank, summing to the extent; rank
-    order; C++ dsp::Blocks<D>). A placement of a ``dsp.Comm``, moved by ``dsp.redistribute``."""
+    order; C++ dsp::Blocks<D>). A placement of a ``dsp.Comm``, or of one mesh axis in a tuple (one size per
+    rank of that axis, which must be the first axis that cuts ``dim``), moved by ``dsp.redistribute``."""
 
     def __init__(self, dim, sizes):
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
@@ -164,15 +165,12 @@ def _is_cut(layout):
 
 
 def _sizes(layout):
-    return list(layout.sizes) if isinstance(layout, Blocks) else []
-
-
-def _no_blocks(*layouts, advice):
-    for layout in layouts:
-        items = layout if isinstance(layout, (tuple, list)) else (layout,)
-        if any(isinstance(p, Blocks) for p in items):
-            raise InvalidArgument(f"dsp.Blocks moves with dsp.redistribute (blocking, exact or on a wire) in Python "
-                                  f"for now; {advice}")
+    """The sizes of the layout's dsp.Blocks (a placement, or in a mesh's tuple), or []."""
+    items = layout if isinstance(layout, (tuple, list)) else (layout,)
+    for p in items:
+        if isinstance(p, Blocks):
+            return list(p.sizes)
+    return []
 
 
 _WIRES = {None: 0, "exact": 0, "bf16": 1, "fp16": 2, "fp8_e4m3": 3, "fp32": 4}
@@ -243,7 +241,7 @@ def local_shape(global_shape, layout, comm_or_mesh):
     """This rank's block shape of a tensor of ``global_shape`` under ``layout``."""
     if isinstance(layout, (Zigzag, Blocks)):
         return _cut_box(global_shape, layout, comm_or_mesh)[1]
-    return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
+    return tuple(_dsp.local_shape(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh, _sizes(layout)))
 
 
 def block_split(global_shape, layout, comm_or_mesh):
@@ -253,7 +251,7 @@ def block_split(global_shape, layout, comm_or_mesh):
     ``dsp.Sharded`` of the same dim on a later axis, a rank's part of a zigzag block may span both chunks."""
     if isinstance(layout, Blocks):
         return None  # one range per rank
-    return _dsp.block_split(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh)
+    return _dsp.block_split(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh, _sizes(layout))
 
 
 def local_offsets(global_shape, layout, comm_or_mesh):
@@ -261,7 +259,7 @@ def local_offsets(global_shape, layout, comm_or_mesh):
     ``dsp.Zigzag``, its first chunk's; ``Zigzag.pieces`` gives both)."""
     if isinstance(layout, (Zigzag, Blocks)):
         return _cut_box(global_shape, layout, comm_or_mesh)[0]
-    return tuple(_dsp.local_offsets(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh))
+    return tuple(_dsp.local_offsets(_shape(global_shape), _codes(layout, "layout"), comm_or_mesh, _sizes(layout)))
 
 
 def _collective(name, group, read):
@@ -295,12 +293,9 @@ def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     ``result()`` waits first. Wait every handle on every rank (a handle dropped unwaited waits when it
     is collected); do not touch ``x`` or the result until then.
     """
-    def read():
-        _no_blocks(src, dst, advice="use dsp.redistribute")
-        return _shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)
-
-    g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, read)
-    return _dsp.start(x, g, s, d, comm_or_mesh, w)
+    g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, lambda:
+                             (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
+    return _dsp.start(x, g, s, d, comm_or_mesh, w, _sizes(src), _sizes(dst))
 
 
 def switch(x, global_shape, src_dim, dst_dim, comm, wire=None):
@@ -335,7 +330,7 @@ def reshard(x, global_shape, src, src_group, dst, dst_group, parent, dtype=None)
     array as ``x``; where ``x`` is None, of ``dtype``: a numpy dtype gives numpy, a torch dtype torch), or
     None outside it. ``dtype`` is needed where ``x`` is None. Collective over ``parent``: every rank calls
     it. Any layouts, meshes or communicators on each side (``dsp.Zigzag`` and ``dsp.Blocks`` on a
-    ``dsp.Comm``); Partial placements are refused (reduce first).
+    ``dsp.Comm`` or in a mesh's tuple); Partial placements are refused (reduce first).
     """
     def read():
         if not isinstance(parent, Comm):

@@ -3,7 +3,8 @@
 
 A file written by ``save`` holds the global tensor as one row-major dataset of its global shape and
 native element type: h5py and h5dump read it as an ordinary array, and ``load`` reads it back under
-any layout (``dsp.Zigzag`` and ``dsp.Blocks`` on a ``dsp.Comm`` too), mesh and rank count. Both
+any layout (``dsp.Zigzag`` and ``dsp.Blocks`` too, on a ``dsp.Comm`` or in a mesh's tuple), mesh and
+rank count. Both
 are collective over the group; a bad argument, a missing file
 or dataset, or a dataset of another shape or element type raises a ``dsp.Error`` on every rank before
 anything is written (``load``: before anything is read into the result).

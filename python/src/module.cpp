@@ -469,6 +469,10 @@ struct Request {
   bool given_axes = true;  // from and to named one placement per axis
   dsp::Wire wire = dsp::Wire::exact;
   std::string error;  // the first local failure
+  // A mesh layout's dsp.Blocks: its sizes and their prefix offsets (empty: none on that side).
+  std::vector<std::size_t> src_sizes, dst_sizes, src_starts, dst_starts;
+  dsp::detail::CutSizes in_sizes() const { return {src_starts.empty() ? nullptr : src_starts.data(), nullptr}; }
+  dsp::detail::CutSizes out_sizes() const { return {dst_starts.empty() ? nullptr : dst_starts.data(), nullptr}; }
 };
 
 bool fits(const Codes& c, std::size_t axes, std::size_t rank) {
@@ -484,20 +488,43 @@ bool has(const Codes& c, std::size_t axes, bool (*p)(long)) {
 bool is_partial(long c) { return dsp::detail::is_partial_code(c); }
 bool is_max_min(long c) { return c == kPartialMax || c == kPartialMin; }
 
-/// A mesh layout's cut rule (C++ layout_for_group's sentences): no Blocks, at
-/// most one Zigzag. "" or why not.
+/// A mesh layout's cut rules (C++ layout_for_group's sentences): at most one
+/// Blocks, on the first axis that cuts its dim; at most one Zigzag. "" or why not.
 std::string mesh_cut_error(const Codes& c, std::size_t axes) {
-  std::size_t zigzags = 0;
+  std::size_t zigzags = 0, blocks = 0;
   for (std::size_t a = 0; a < axes; ++a) {
-    if (dsp::detail::is_cut_code(c[a]) && !dsp::detail::is_zigzag_code(c[a]))
-      return "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis. "
-             "(From Python: move a Blocks tensor on a dsp.Comm, e.g. one made from an mpi4py split of the axis's "
-             "ranks.)";
     zigzags += dsp::detail::is_zigzag_code(c[a]) ? 1 : 0;
+    if (!dsp::detail::is_blocks_code(c[a])) continue;
+    if (++blocks > 1)
+      return "dsp::DistTensor: a layout on a mesh has at most one Blocks<D> (its sizes are one per rank of its "
+             "axis); cut the other dims with Sharded.";
+    for (std::size_t b = 0; b < a; ++b)
+      if (dsp::detail::code_dim(c[b]) == dsp::detail::code_dim(c[a]))
+        return "dsp::DistTensor: a Blocks<D> on a mesh stands on the first axis that cuts dim D (its sizes cut the "
+               "whole extent); a later axis may cut each block further with Sharded<D> or Zigzag<D>.";
   }
   if (zigzags > 1)
     return "dsp::DistTensor: a layout on a mesh has at most one Zigzag<D> (a rank's block then holds at most two "
            "ranges of dim D); cut the other dims with Sharded.";
+  return "";
+}
+
+/// The prefix offsets of a mesh layout's Blocks sizes into `starts` (none
+/// when the layout has no Blocks), checked against its axis (`shape`) and
+/// extent: "" or what is wrong (`what` names the argument).
+std::string mesh_starts(const Codes& c, std::size_t axes, const std::vector<std::size_t>& global,
+                        std::span<const int> shape, const std::vector<std::size_t>& sizes, const std::string& what,
+                        std::vector<std::size_t>& starts) {
+  starts.clear();
+  for (std::size_t a = 0; a < axes; ++a) {
+    if (!dsp::detail::is_blocks_code(c[a])) continue;
+    const std::size_t d = std::size_t(dsp::detail::code_dim(c[a]));
+    if (d >= global.size()) return "";  // the layout's own check says so
+    if (std::string why = dsp::detail::block_sizes_error(sizes, global[d], std::size_t(shape[a]), int(a)); !why.empty())
+      return "dsp.Blocks: " + why + " (the " + what + " argument)";
+    starts.assign(1, 0);
+    for (std::size_t v : sizes) starts.push_back(starts.back() + v);
+  }
   return "";
 }
 
@@ -546,7 +573,7 @@ std::string block_error(const Request& r, const G& g) {
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
   const auto want = dsp::detail::nested_counts(r.global, std::span<const long>(r.from.data(), r.axes),
-                                               std::span<const int>(shape), std::span<const int>(coords));
+                                               std::span<const int>(shape), std::span<const int>(coords), r.in_sizes());
   const std::vector<std::size_t> w(want.begin(), want.begin() + r.global.size());
   const int rank = traits::world(g).rank();
   for (std::size_t k = 0; k < r.in.size(); ++k) {
@@ -568,7 +595,7 @@ std::vector<std::size_t> out_shape(const Request& r, const G& g) {
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
   const auto c = dsp::detail::nested_counts(r.global, std::span<const long>(r.to.data(), r.axes),
-                                            std::span<const int>(shape), std::span<const int>(coords));
+                                            std::span<const int>(shape), std::span<const int>(coords), r.out_sizes());
   return std::vector<std::size_t>(c.begin(), c.begin() + r.global.size());
 }
 
@@ -597,7 +624,14 @@ Planned plan_request(const Request& r, bool mesh, bool split_phase) {
     if (r.in.size() > 1 && !split_phase && t >= 0) p.op = Op::batch_switch, p.arg = long(r.in.size());
     return p;
   }
-  p.cached = &plan_of(r.from, r.to, r.axes, r.global.size());
+  // The output's Blocks is a code of its own in the plan (C++ redistribute_plan::to), but where both sides
+  // hold the same Blocks on one axis with equal sizes, it stays (kept_plan).
+  Codes to = r.to;
+  bool kept = false;
+  for (std::size_t a = 0; a < r.axes; ++a)
+    kept = kept || (dsp::detail::is_blocks_code(r.from[a]) && r.from[a] == r.to[a] && r.src_sizes == r.dst_sizes);
+  if (!kept) to = dsp::detail::plan_codes(to);
+  p.cached = &plan_of(r.from, to, r.axes, r.global.size());
   p.op = split_phase ? Op::start_redistribute : Op::redistribute;
   p.arg = long(dsp::switch_algorithm());
   return p;
@@ -701,6 +735,12 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
   f.from = r.from.data(), f.axes = r.axes;
   f.error = x.error.empty() ? nullptr : x.error.c_str();
   f.recut = dsp::detail::recut_hooks<Space>();  // a plan with Zigzag on a mesh axis has recut steps
+  f.sizes = dsp::detail::CutSizes{r.in_sizes().in, r.out_sizes().in};
+  if (!r.src_starts.empty() || !r.dst_starts.empty()) {
+    std::uint64_t h = r.src_starts.empty() ? 0 : dsp::detail::block_sizes_hash(r.src_sizes);
+    if (!r.dst_starts.empty()) h ^= dsp::detail::block_sizes_hash(r.dst_sizes) * 31;
+    for (std::size_t k = 0; k < f.n; ++k) x.t[k].sizes_hash = h;
+  }
   return out;
 }
 
@@ -806,6 +846,45 @@ std::vector<std::size_t> side_shape(const PySide& s, const std::vector<std::size
   return shape;
 }
 
+/// A request's dsp.Blocks sizes, as the mesh engine takes them (a mesh
+/// axis's, or a communicator's on its one axis), into r: checked (r.error
+/// says what is wrong) where the layouts themselves are sound.
+void set_sizes(Request& r, py::handle group, const std::vector<std::size_t>& src_sizes,
+               const std::vector<std::size_t>& dst_sizes) {
+  r.src_sizes = src_sizes, r.dst_sizes = dst_sizes;
+  if (!r.given_axes || !mesh_cut_error(r.from, r.axes).empty() || !mesh_cut_error(r.to, r.axes).empty())
+    return;  // layout_error says why
+  with_group(group, [&](const auto& g) {
+    const auto shape = dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>::shape(g);
+    for (const auto& [codes, sizes, starts, what] : {std::tuple{&r.from, &r.src_sizes, &r.src_starts, "src"},
+                                                     std::tuple{&r.to, &r.dst_sizes, &r.dst_starts, "dst"}})
+      if (std::string why = mesh_starts(*codes, r.axes, r.global, std::span<const int>(shape), *sizes, what, *starts);
+          r.error.empty() && !why.empty())
+        r.error = why;
+  });
+}
+
+/// f() (request r's call), a MismatchError naming this rank's Blocks sizes
+/// (the agreement compares a hash).
+template <class F>
+auto naming_sizes(const Request& r, py::handle group, F&& f) -> decltype(f()) {
+  if (r.src_starts.empty() && r.dst_starts.empty()) return f();
+  try {
+    return f();
+  } catch (const dsp::MismatchError& e) {
+    std::string mine;
+    if (!r.src_starts.empty())
+      mine += " src Blocks sizes " + dsp::detail::text(std::span<const std::size_t>(r.src_sizes));
+    if (!r.dst_starts.empty())
+      mine += std::string(mine.empty() ? "" : ",") + " dst Blocks sizes " +
+              dsp::detail::text(std::span<const std::size_t>(r.dst_sizes));
+    const int rank = with_group(group, [](const auto& g) {
+      return dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>::world(g).rank();
+    });
+    throw dsp::MismatchError(std::string(e.what()) + " (rank " + std::to_string(rank) + ":" + mine + ")");
+  }
+}
+
 /// A redistribution on a plain communicator where a side is dsp.Zigzag or
 /// dsp.Blocks, or of a batch of different extents (C++ recut_into and
 /// recut_batch_into): the checks of the C++ front end with its sentences,
@@ -818,12 +897,9 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
       r.error = r.name +
                 ": a batch of different extents moves on a plain communicator (dsp.Comm), not on a mesh; move "
                 "tensors of equal extents together.";
-    if (r.error.empty() && (!src_sizes.empty() || !dst_sizes.empty()))
-      r.error =
-          "dsp::DistTensor: Blocks<D> is a placement of a plain communicator for now, not of a mesh axis. "
-          "(From Python: move a Blocks tensor on a dsp.Comm, e.g. one made from an mpi4py split of the axis's ranks.)";
     r.globals.clear();
-    return run(r, group, list);
+    set_sizes(r, group, src_sizes, dst_sizes);
+    return naming_sizes(r, group, [&] { return run(r, group, list); });
   }
   const Comm& comm = group.cast<PyComm&>().comm;
   const std::size_t n = std::size_t(comm.size()), me = std::size_t(comm.rank());
@@ -953,12 +1029,13 @@ class Handle {
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   ~Handle() {
-    if (!flight_ || done_) return;
+    if (!flight_) return;
     if (!Kokkos::is_initialized()) {  // collected at exit, after dsp finalized Kokkos: nothing can complete
-      std::fprintf(stderr, "dsp: a split-phase handle was never waited for (collected at exit)\n");
+      if (!done_) std::fprintf(stderr, "dsp: a split-phase handle was never waited for (collected at exit)\n");
       (void)flight_.release();  // its buffers went with Kokkos; do not touch them
       return;
     }
+    if (done_) return;
     try {
       wait();
     } catch (const std::exception& e) {
@@ -977,6 +1054,7 @@ class Handle {
       flight_->complete([](int, std::size_t, std::size_t) {}, [] {});
       flight_->settle();
       done_ = true;
+      flight_.reset();  // its buffers (Kokkos views) now, not when Python collects the handle: maybe after exit
     } catch (...) {
       failure_ = std::current_exception();
       done_ = true;
@@ -1130,7 +1208,8 @@ struct GroupBox {
 /// placement, or nullptr: Partial taken, cutting nothing).
 template <class G>
 std::string group_box(const G& g, const std::vector<std::size_t>& global, const std::vector<long>& codes,
-                      const std::string& what, GroupBox& b, const char* partial) {
+                      const std::string& what, GroupBox& b, const char* partial,
+                      const std::vector<std::size_t>& sizes = {}) {
   using traits = dsp::detail::group_traits<G>;
   constexpr bool mesh = dsp::is_mesh_v<G>;
   const std::size_t axes = traits::axes;
@@ -1159,8 +1238,12 @@ std::string group_box(const G& g, const std::vector<std::size_t>& global, const 
   std::copy(global.begin(), global.end(), e.begin());
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
+  std::vector<std::size_t> starts;  // a mesh's dsp.Blocks
+  if (std::string why = mesh_starts(cs, axes, global, std::span<const int>(shape), sizes, what, starts); !why.empty())
+    return why;
   const auto block = dsp::detail::nested_block(e, std::span<const long>(codes), std::span<const int>(shape),
-                                               std::span<const int>(coords));
+                                               std::span<const int>(coords),
+                                               dsp::detail::CutSizes{starts.empty() ? nullptr : starts.data()});
   const auto& box = block.box;
   b.off = box.offset, b.cnt = box.count, b.split = block.split;
   b.shape.assign(box.count.begin(), box.count.begin() + std::ptrdiff_t(global.size()));
@@ -1253,7 +1336,7 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
       if (!codes.empty() && dsp::detail::is_cut_code(codes[0]) && py::isinstance<PyComm>(g))  // a Comm's cut
         return cut_box(g, global, codes, sizes, what, b, split, first, second);
       return with_group(g, [&](const auto& gg) {
-        std::string why = group_box(gg, global, codes, what, b, kReshardPartial);
+        std::string why = group_box(gg, global, codes, what, b, kReshardPartial, sizes);
         if (why.empty() && b.split.dim != dsp::Split::none)
           split = b.split.dim, first = b.split.first, second = b.split.second;
         return why;
@@ -1326,7 +1409,7 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     std::uint64_t split = ~std::uint64_t(0), first = 0, second = 0;  // a Zigzag block's two boxes
     const bool cut = !codes.empty() && dsp::detail::is_cut_code(codes[0]) && py::isinstance<PyComm>(group);
     if (std::string why = cut ? cut_box(group, global, codes, sizes, "layout", box, split, first, second)
-                              : group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial);
+                              : group_box(g, global, codes, "layout", box, save ? kSavePartial : kLoadPartial, sizes);
         !why.empty())
       fail(why);
     else if (!cut && box.split.dim != dsp::Split::none)  // a Zigzag on a mesh axis
@@ -1363,7 +1446,7 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     for (std::size_t a = 0; a < codes.size() && a < kMaxAxes; ++a)
       sig.src_layout[a] = sig.dst_layout[a] = codes[a], sig.mesh_shape[a] = box.mesh_axes ? box.mesh_shape[a] : 0;
     dsp::detail::set_site(sig, std::source_location::current());
-    if (cut && !sizes.empty())  // dsp.Blocks: ranks whose sizes differ raise (the agreement compares a hash)
+    if (!sizes.empty())  // dsp.Blocks: ranks whose sizes differ raise (the agreement compares a hash)
       sig.arg = static_cast<std::int64_t>(dsp::detail::block_sizes_hash(sizes));
     const std::size_t r = err.empty() ? global.size() : 0;  // nothing is read or written on error
     io.global = std::span<const std::size_t>(global.data(), r);
@@ -1377,7 +1460,7 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
       if (save) dsp::hdf5::detail::save_io(world, io, file, dataset, std::move(err));
       else dsp::hdf5::detail::load_io(world, io, file, dataset, std::move(err));
     } catch (const dsp::MismatchError& e) {
-      if (!cut || sizes.empty()) throw;  // name this rank's Blocks sizes: the agreement compares a hash
+      if (sizes.empty()) throw;  // name this rank's Blocks sizes: the agreement compares a hash
       throw dsp::MismatchError(std::string(e.what()) + " (rank " + std::to_string(world.rank()) + ": Blocks sizes " +
                                dsp::detail::text(std::span<const std::size_t>(sizes)) + ")");
     }
@@ -1560,8 +1643,11 @@ PYBIND11_MODULE(_dsp, m) {
     r.axes = group_axes(group);
     run(r, group, false);
   });
-  m.def("start", [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
-                    const std::vector<long>& dst, py::handle group, int wire) {
+  m.def(
+      "start",
+      [](py::handle x, const std::vector<std::size_t>& global, const std::vector<long>& src,
+         const std::vector<long>& dst, py::handle group, int wire, const std::vector<std::size_t>& src_sizes,
+         const std::vector<std::size_t>& dst_sizes) {
     check_wire(wire);
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, "dsp::start_redistribute", list);
@@ -1570,17 +1656,15 @@ PYBIND11_MODULE(_dsp, m) {
       r.error =
           "dsp::redistribute: between Partial and Zigzag or Blocks there is no one exchange; reduce first "
           "(redistribute to Replicated or Sharded<D>), then move to Zigzag or Blocks.";
-    for (std::size_t a = 0; a < r.axes && r.error.empty(); ++a)
-      for (const long c : {r.from[a], r.to[a]})
-        if (dsp::detail::is_cut_code(c) && !dsp::detail::is_zigzag_code(c))
-          r.error =
-              "dsp::start_redistribute: Blocks<D> moves blocking, for now (dsp::redistribute, on a wire or "
-              "exact), not split-phase.";
-    return start(r, group, list);
-  });
+    set_sizes(r, group, src_sizes, dst_sizes);  // Blocks: the recut steps run at the start, as Zigzag's
+    return naming_sizes(r, group, [&] { return start(r, group, list); });
+      },
+      py::arg("x"), py::arg("global_shape"), py::arg("src"), py::arg("dst"), py::arg("group"), py::arg("wire"),
+      py::arg("src_sizes") = std::vector<std::size_t>{}, py::arg("dst_sizes") = std::vector<std::size_t>{});
   m.def(
       "local_shape",
-      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group) {
+      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group,
+         const std::vector<std::size_t>& sizes) {
     return with_group(group, [&](const auto& g) {
       using traits = dsp::detail::group_traits<std::remove_cvref_t<decltype(g)>>;
       if (codes.size() != traits::axes || global.empty() || global.size() > kMaxRank)
@@ -1593,43 +1677,48 @@ PYBIND11_MODULE(_dsp, m) {
         throw dsp::InvalidArgument(
             "dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
       // A Blocks code's sizes are not in the codes (dsp.local_shape of a bare dsp.Blocks is the package's).
-      if (std::string why = dsp::is_mesh_v<std::remove_cvref_t<decltype(g)>>
-                                ? mesh_cut_error(r.to, r.axes)
-                                : (dsp::detail::is_cut_code(r.to[0]) && !dsp::detail::is_zigzag_code(r.to[0])
-                                       ? std::string("a dsp.Blocks layout takes its sizes")
-                                       : std::string());
-          !why.empty())
-        throw dsp::InvalidArgument("dsp.local_shape: " + why);
+      constexpr bool mesh = dsp::is_mesh_v<std::remove_cvref_t<decltype(g)>>;
+      std::string why = mesh
+                            ? mesh_cut_error(r.to, r.axes)
+                            : (dsp::detail::is_blocks_code(r.to[0]) ? std::string("a dsp.Blocks layout takes its sizes")
+                                                                    : std::string());
+      if (why.empty() && mesh) {
+        r.dst_sizes = sizes;
+        why = mesh_starts(r.to, r.axes, global, std::span<const int>(traits::shape(g)), sizes, "layout", r.dst_starts);
+      }
+      if (!why.empty()) throw dsp::InvalidArgument("dsp.local_shape: " + why);
       return out_shape(r, g);
     });
       },
-      py::arg("global_shape"), py::arg("layout"), py::arg("group"));
+      py::arg("global_shape"), py::arg("layout"), py::arg("group"), py::arg("sizes") = std::vector<std::size_t>{});
 
   m.def(
       "local_offsets",
-      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group) {
+      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group,
+         const std::vector<std::size_t>& sizes) {
     return with_group(group, [&](const auto& g) {
       GroupBox b;  // a Partial axis cuts nothing: its terms are full-size
-      if (std::string why = group_box(g, global, codes, "layout", b, nullptr); !why.empty())
+      if (std::string why = group_box(g, global, codes, "layout", b, nullptr, sizes); !why.empty())
         throw dsp::InvalidArgument("dsp.local_offsets: " + why);
       return std::vector<std::size_t>(b.off.begin(), b.off.begin() + std::ptrdiff_t(global.size()));
     });
       },
-      py::arg("global_shape"), py::arg("layout"), py::arg("group"));
+      py::arg("global_shape"), py::arg("layout"), py::arg("group"), py::arg("sizes") = std::vector<std::size_t>{});
 
   // Where this rank's block jumps along a dim (C++ DistTensor::block_split): None, or (dim, first, second).
   m.def(
       "block_split",
-      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group) -> py::object {
+      [](const std::vector<std::size_t>& global, const std::vector<long>& codes, py::handle group,
+         const std::vector<std::size_t>& sizes) -> py::object {
         return with_group(group, [&](const auto& g) -> py::object {
           GroupBox b;
-          if (std::string why = group_box(g, global, codes, "layout", b, nullptr); !why.empty())
+          if (std::string why = group_box(g, global, codes, "layout", b, nullptr, sizes); !why.empty())
             throw dsp::InvalidArgument("dsp.block_split: " + why);
           if (b.split.dim == dsp::Split::none) return py::none();
           return py::make_tuple(b.split.dim, b.split.first, b.split.second);
         });
       },
-      py::arg("global_shape"), py::arg("layout"), py::arg("group"));
+      py::arg("global_shape"), py::arg("layout"), py::arg("group"), py::arg("sizes") = std::vector<std::size_t>{});
 
   // Settings, planning and wisdom (dsp/settings.hpp, dsp/wisdom.hpp).
   m.def("set_agreement_checks", &dsp::set_agreement_checks);

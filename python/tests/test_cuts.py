@@ -144,10 +144,10 @@ def test_refusals_on_every_rank(comm):
     x64 = block(full(np.float64), 2, comm.rank, comm.size)
     assert expect_everywhere(lambda: dsp.redistribute(x64, G, dsp.Sharded(2), dsp.Zigzag(1), comm, wire="bf16"),
                              dsp.Error, "does not carry double")
-    # split-phase: Blocks refused (Zigzag runs split-phase: its recut at the start, test_mesh_zigzag.py)
+    # split-phase into Blocks sizes that do not sum to the extent (split-phase Blocks: test_mesh_blocks.py)
     assert expect_everywhere(lambda: dsp.start_redistribute(x, G, dsp.Sharded(2),
-                                                            dsp.Blocks(1, counts(G[1], comm.size)), comm),
-                             dsp.Error, "dsp.Blocks moves with dsp.redistribute")
+                                                            dsp.Blocks(1, [1] * comm.size), comm).result(),
+                             dsp.Error, "sum to")
     # Partial
     assert expect_everywhere(lambda: dsp.redistribute(a, G, dsp.Partial(), dsp.Zigzag(1), comm),
                              dsp.Error, "between Partial and Zigzag")
@@ -171,14 +171,14 @@ def test_refusals_on_every_rank(comm):
     if comm.size > 1:
         to = dsp.Zigzag(1) if comm.rank == 0 else dsp.Sharded(1)
         assert expect_everywhere(lambda: dsp.redistribute(x, G, dsp.Sharded(2), to, comm), dsp.MismatchError, "")
-    # Blocks on a mesh (Zigzag on a mesh axis moves: test_mesh_zigzag.py)
+    # Blocks on a mesh after an axis that cuts its dim (Blocks on a mesh moves: test_mesh_blocks.py)
     if comm.size % 2 == 0:
         m = dsp.Mesh(comm, (2, comm.size // 2))
         xm = np.zeros(dsp.local_shape(G, (dsp.Sharded(1), dsp.Sharded(2)), m), np.float32)
         assert expect_everywhere(
-            lambda: dsp.redistribute(xm, G, (dsp.Sharded(1), dsp.Sharded(2)), (dsp.Blocks(1, [G[1], 0]), dsp.Replicated()),
-                                     m),
-            dsp.Error, "plain communicator")
+            lambda: dsp.redistribute(xm, G, (dsp.Sharded(1), dsp.Sharded(2)),
+                                     (dsp.Sharded(1), dsp.Blocks(1, [G[1]] + [0] * (comm.size // 2 - 1))), m),
+            dsp.Error, "the first axis that cuts dim D")
     assert np.array_equal(x, keep)
     # still usable afterwards
     z = dsp.redistribute(x, G, dsp.Sharded(2), dsp.Zigzag(1), comm)

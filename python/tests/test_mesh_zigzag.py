@@ -3,8 +3,8 @@
 # Ulysses axis cutting each zigzag block): dsp.redistribute into and out of it
 # on every 2-axis mesh, each block checked against the global array through
 # local_offsets and block_split, which are checked against the nested rule
-# simulated here; split-phase; the refusals (Blocks on a mesh, two Zigzags,
-# Blocks split-phase) raised on every rank. 1-4 ranks.
+# simulated here; split-phase; the refusals (a Blocks after an axis cutting
+# its dim, two Zigzags) raised on every rank. 1-4 ranks.
 import numpy as np
 import pytest
 from conftest import counts, world_all
@@ -97,17 +97,16 @@ def test_mesh_zigzag_refusals(comm):
     x = dsp.redistribute(a.copy(), G, (dsp.Replicated(), dsp.Replicated()), (dsp.Sharded(1), dsp.Sharded(2)), mesh)
     cases = [
         ((dsp.Zigzag(1), dsp.Zigzag(2)), "at most one Zigzag"),
-        ((dsp.Blocks(1, counts(G[1], comm.size)), dsp.Sharded(2)), "Blocks<D> is a placement of a plain communicator"),
+        ((dsp.Sharded(2), dsp.Blocks(2, [G[2]])), "the first axis that cuts dim D"),
     ]
     for dst, text in cases:
         with pytest.raises(dsp.Error) as e:
             dsp.redistribute(x, G, (dsp.Sharded(1), dsp.Sharded(2)), dst, mesh)
         assert text in str(e.value) or "rank" in str(e.value)
-    with pytest.raises(dsp.InvalidArgument):  # a Blocks in a mesh layout has no local shape
-        dsp.local_shape(G, (dsp.Blocks(1, [G[1]]), dsp.Sharded(2)), mesh)
-    with pytest.raises(dsp.InvalidArgument):
-        dsp.start_redistribute(x, G, (dsp.Sharded(1), dsp.Sharded(2)),
-                               (dsp.Blocks(1, counts(G[1], comm.size)), dsp.Sharded(2)), mesh)
+    with pytest.raises(dsp.InvalidArgument):  # Blocks sizes that are not one per rank of the axis
+        dsp.local_shape(G, (dsp.Blocks(1, [G[1]] + [0] * comm.size), dsp.Sharded(2)), mesh)
+    with pytest.raises(dsp.InvalidArgument):  # split-phase: the same rules
+        dsp.start_redistribute(x, G, (dsp.Sharded(1), dsp.Sharded(2)), (dsp.Zigzag(1), dsp.Zigzag(2)), mesh)
     assert world_all(np.array_equal(x, dsp.redistribute(a.copy(), G, (dsp.Replicated(), dsp.Replicated()),
                                                         (dsp.Sharded(1), dsp.Sharded(2)), mesh)))
 

@@ -241,8 +241,7 @@ void tensor_facts(TensorFacts& t, const X& x, const Y& y, const X0& x0) {
   t.same_group_as_first = same_group(x.communicator(), x0.communicator());
   t.kind = elem_kind_v<T>;
   if constexpr (Wired) t.wire = wire_kernels_of<T, typename X::memory_space::execution_space>();
-  if constexpr (is_mesh_v<typename X::communicator_type> &&
-                (has_blocks_code<typename X::layout_type>() || has_blocks_code<typename Y::layout_type>())) {
+  if constexpr (has_blocks_code<typename X::layout_type>() || has_blocks_code<typename Y::layout_type>()) {
     if constexpr (has_blocks_code<typename X::layout_type>()) t.sizes_hash = block_sizes_hash(x.block_sizes());
     if constexpr (has_blocks_code<typename Y::layout_type>()) t.sizes_hash ^= block_sizes_hash(y.block_sizes()) * 31;
   }

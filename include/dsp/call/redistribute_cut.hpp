@@ -32,17 +32,6 @@ namespace dsp::detail {
 template <class L, class To>
 inline constexpr bool involves_cut_v = is_cut_v<L> || is_cut_v<To>;
 
-/// The forms of redistribute that do not take Blocks yet (split-phase: its
-/// sizes are not in the mesh engine's plans; Zigzag runs there).
-template <class L, class To>
-constexpr bool cut_form_ok() {
-  constexpr bool blocks = has_blocks_code<L>() || has_blocks_code<To>();
-  static_assert(!blocks,
-                "dsp::start_redistribute: Blocks<D> moves blocking, for now (dsp::redistribute, on a wire or "
-                "exact), not split-phase.");
-  return !blocks;
-}
-
 /// The rules of a redistribution with a cut side.
 template <class L, class To>
 constexpr bool cut_pair_ok() {

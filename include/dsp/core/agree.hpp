@@ -111,6 +111,7 @@ constexpr bool data_path_op(std::uint32_t op) {
 constexpr const char* nothing_done(std::uint32_t op) {
   if (static_cast<Op>(op) == Op::hdf5_save) return "nothing was written";
   if (static_cast<Op>(op) == Op::hdf5_load) return "nothing was read and y is unchanged";
+  if (static_cast<Op>(op) == Op::construct) return "nothing was allocated";
   return "nothing was communicated and the input is unchanged";
 }
 
@@ -526,7 +527,7 @@ inline constexpr std::size_t kShapesField = 5;
         has_blocks && (in_shapes ? f.what == signature_fields()[kShapesField].what : f.text == &arg_text);
     if (blocks)
       return "Blocks sizes disagree (each rank's sizes, hashed" +
-             std::string(in_shapes ? "; a batch's extents too" : "") + "): " + field_list(all, f) +
+             std::string(in_shapes ? " with the extents of a batch's tensors" : "") + "): " + field_list(all, f) +
              "; every rank must pass the same sizes, one per rank" + (a.mesh_axes ? " of the Blocks axis" : "");
     return std::string(groups ? "sequence-parallel sizes disagree" : f.what) + ": " + field_list(all, f);
   }
