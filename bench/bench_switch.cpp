@@ -691,8 +691,9 @@ int main(int argc, char** argv) {
     add_cut({1, 2048, 16, 64});   // 8 MiB
     add_cut({1, 8192, 32, 128});  // 128 MiB
     add_cut({4, 1024, 16, 64});   // 16 MiB, a batch dim: 4 run patterns per peer
-    for (const std::array<int, 2> s : {std::array<int, 2>{2, n / 2}, std::array<int, 2>{n, 1}})
-      if (n % 2 == 0) {
+    // USP's Ulysses switch over a Zigzag or Blocks ring axis: all ranks Ulysses, and a ring of 2.
+    for (const std::array<int, 2> s : {std::array<int, 2>{1, n}, std::array<int, 2>{2, n / 2}})
+      if (s[1] > 1 && s[0] * s[1] == n) {
         add_mesh_cut({1, 1024, 16, 64}, s);   // 4 MiB
         add_mesh_cut({1, 8192, 32, 128}, s);  // 128 MiB
       }

@@ -440,6 +440,15 @@ class DistTensor {
     }
     return c;
   }
+  /// cut() of another layout: a sentence instead of an unsatisfied constraint.
+  template <class U = L>
+  Cut cut() const requires(!is_cut_v<U>) {
+    static_assert(is_cut_v<U>,
+                  "dsp::DistTensor::cut(): a Zigzag<D> or Blocks<D> tensor of a plain communicator says how its dim "
+                  "is cut; on a mesh, a rank's block is local_offsets() and local_extents(), with block_split() "
+                  "where it jumps (and block_sizes() for a Blocks).");
+    return {};
+  }
   /// Where this rank's block jumps along a dim: under a Zigzag<D> placement
   /// (of the communicator, or of a mesh axis, with Sharded<D> on other axes
   /// cutting its block further) the block may hold two ranges of dim D:
