@@ -309,8 +309,8 @@ TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
   const std::array<std::size_t, 3> g{6, 5, 4}, other{6, 5, 5};
   T3<float, dsp::Sharded<0>> q{world(), g}, k{world(), g};
   fill(q), fill(k);
-  // Extents that differ within a batch move on a plain communicator, blocking, exact or on a wire
-  // (tests/test_cuts.cpp); split-phase they are refused.
+  // Extents that differ within a batch move blocking, exact or on a wire (tests/test_cuts.cpp, and on a
+  // mesh tests/test_mesh_mixed.cpp); split-phase they are refused.
   SUBCASE("extents of one tensor differ from the others, split-phase") {
     T3<float, dsp::Sharded<0>> bad{world(), other};
     T3<float, dsp::Sharded<1>> yq{world(), g}, yb{world(), other};
@@ -319,7 +319,8 @@ TEST_CASE("batch errors reach every rank; the inputs are unchanged") {
       auto h = dsp::start_redistribute<dsp::Sharded<1>>(dsp::batch(q, bad), dsp::batch(yq, yb), dsp::Wire::bf16);
       h.wait();
     });
-    CHECK(e.find("different extents moves on a plain communicator, blocking") != std::string::npos);
+    CHECK(e.find("different extents moves blocking (redistribute, dynamic_switch; exact or on a wire), not "
+                 "split-phase") != std::string::npos);
     CHECK(count_wrong(bad) == 0);
   }
   SUBCASE("only the last rank's batch mixes extents: every rank is told the batch's extents disagree") {

@@ -64,21 +64,23 @@ void attend(std::size_t B, std::size_t nq, std::size_t hq, std::size_t d, std::s
 
 /// Online softmax state of this rank's queries: running max, sum and weighted values.
 struct Online {
-  std::size_t B, sq, h, d;
+  std::size_t B, sq, h, d, group;  // group: query heads per key/value head (GQA; 1: as many)
   std::vector<double> top, sum, acc;
-  Online(std::size_t b, std::size_t s, std::size_t hh, std::size_t dd)
-      : B(b), sq(s), h(hh), d(dd), top(b * s * hh, -1e300), sum(b * s * hh, 0.0), acc(b * s * hh * dd, 0.0) {}
-  /// Merges the keys and values k, v (row-major [B, nk, h, d]) into the
-  /// queries q, where allowed(i, j) (query row i, key row j) says a pair
-  /// counts (a causal mask); returns the pairs it computed, per batch and head.
+  Online(std::size_t b, std::size_t s, std::size_t hh, std::size_t dd, std::size_t g = 1)
+      : B(b), sq(s), h(hh), d(dd), group(g), top(b * s * hh, -1e300), sum(b * s * hh, 0.0), acc(b * s * hh * dd, 0.0) {}
+  /// Merges the keys and values k, v (row-major [B, nk, h / group, d]) into
+  /// the queries q (query head hh reads key/value head hh / group), where
+  /// allowed(i, j) (query row i, key row j) says a pair counts (a causal
+  /// mask); returns the pairs it computed, per batch and head.
   template <class Q, class Allowed>
   std::size_t merge(const Q& q, const float* kp, const float* vp, std::size_t nk, Allowed allowed) {
     std::size_t pairs = 0;
+    const std::size_t hk = h / group;
     auto k = [&](std::size_t b, std::size_t j, std::size_t hh, std::size_t e) {
-      return kp[((b * nk + j) * h + hh) * d + e];
+      return kp[((b * nk + j) * hk + hh / group) * d + e];
     };
     auto v = [&](std::size_t b, std::size_t j, std::size_t hh, std::size_t e) {
-      return vp[((b * nk + j) * h + hh) * d + e];
+      return vp[((b * nk + j) * hk + hh / group) * d + e];
     };
     const double scale = 1.0 / std::sqrt(double(d));
     std::vector<double> w(nk);

@@ -2,12 +2,13 @@
 // Grouped-query attention with Ulysses switches when there are more ranks than
 // key/value heads (docs/attention.md, "GQA: replicate-to-fill"). Q [B, S, H, d]
 // and K, V [B, S, H_kv, d] arrive with the sequence sharded over every rank.
-// On the mesh dsp::gqa_mesh_shape(N, H_kv) = {N / g, g}, Q moves its heads
-// along axis 1 (Ulysses within a row), K and V move to their head group whole
-// (each group on the N / g ranks of its column), every rank attends its
-// queries to its heads' whole sequence, and the output goes back to the
-// sequence layout. Checked against the same attention on one rank; the bytes
-// K and V moved are printed beside the fewest that can do it.
+// On the mesh dsp::gqa_mesh_shape(N, H_kv) = {N / g, g}, Q, K and V move
+// their heads along axis 1 in one call (Ulysses within a row, a batch of
+// different extents), K and V then gather their head group whole (each group
+// on the N / g ranks of its column), every rank attends its queries to its
+// heads' whole sequence, and the output goes back to the sequence layout.
+// Checked against the same attention on one rank; the bytes Q, K and V moved
+// are printed beside the fewest that can do it.
 //
 //   mpiexec -n 8 ./attention_gqa [S] [H_kv]      (defaults: 37 2; H = 4 H_kv)
 #include "attend.hpp"
@@ -81,9 +82,11 @@ int main(int argc, char** argv) {
     const std::size_t own = k.local_extents()[1];
 
     for (std::size_t a = 0; a < 2; ++a) Comm(mesh.axis(a)).reset();
-    auto [kh, vh] = dsp::redistribute<KvHeads>(dsp::batch(k, v));  // K and V in one exchange per step
-    const std::size_t kv_sent = mesh.axis(0).counts().bytes_sent + mesh.axis(1).counts().bytes_sent;
-    auto qh = dsp::redistribute<QHeads>(q);
+    // Q, K and V (a batch of different extents) in one all-to-all along axis 1; then K and V whole down
+    // each column, one all-gather along axis 0.
+    auto [qh, kq, vq] = dsp::redistribute<QHeads>(dsp::batch(q, k, v));
+    auto [kh, vh] = dsp::redistribute<KvHeads>(dsp::batch(kq, vq));
+    const std::size_t sent = mesh.axis(0).counts().bytes_sent + mesh.axis(1).counts().bytes_sent;
 
     Act<QHeads> oh{mesh, qh.global_extents()};
     attend(qh.local(), qh.local_offsets()[2], kh.local(), vh.local(), kh.local_offsets()[2], group, oh.local());
@@ -105,12 +108,15 @@ int main(int argc, char** argv) {
         o, [&](const G4& g, const float& x) { err = std::max(err, double(std::abs(x - fo(g[0], g[1], g[2], g[3])))); });
     MPI_Allreduce(MPI_IN_PLACE, &err, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
-    // The fewest bytes for K and V: each rank lacks its heads' sequence but for its own block.
-    const std::size_t fewest = sum_all(2 * B * d * (h_kv / std::size_t(shape[1])) * (S - own) * sizeof(float));
-    const std::size_t moved = sum_all(kv_sent);
+    // The fewest bytes: for K and V, each rank lacks its heads' sequence but for its own block; for Q,
+    // its heads of its row's sequence block but for its own positions.
+    const std::size_t q_lacks = qh.local_extents()[2] * (qh.local_extents()[1] - q.local_extents()[1]);
+    const std::size_t fewest =
+        sum_all((2 * (h_kv / std::size_t(shape[1])) * (S - own) + q_lacks) * B * d * sizeof(float));
+    const std::size_t moved = sum_all(sent);
     if (comm.rank() == 0)
       std::printf(
-          "GQA on %d ranks, mesh {%d, %d}: S %zu, H %zu, H_kv %zu; K and V moved %zu bytes (fewest %zu); "
+          "GQA on %d ranks, mesh {%d, %d}: S %zu, H %zu, H_kv %zu; Q, K and V moved %zu bytes (fewest %zu); "
           "max |error| vs one rank %.2e\n",
           n, shape[0], shape[1], S, H, h_kv, moved, fewest, err);
     failed = err > 1e-5 || moved != fewest;

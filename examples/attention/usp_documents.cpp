@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
       int wrong = dsp_sent != closed || ring_sent != 0;
       MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       if (comm.rank() == 0) {
-        std::printf("USP over %zu packed documents on %d ranks, mesh {%d, %d}: S %zu, ring blocks", lengths.size(),
-                    n, r, n / r, S);
+        std::printf("USP over %zu packed documents on %d ranks, mesh {%d, %d}: S %zu, ring blocks", lengths.size(), n,
+                    r, n / r, S);
         for (std::size_t x : sizes) std::printf(" %zu", x);
         std::printf("; rank 0 sent %zu bytes (closed form %zu), %zu on the ring axis; max |error| vs one rank %.2e\n",
                     dsp_sent, closed, ring_sent, err);

@@ -172,8 +172,12 @@ void redistribute_into(const Xs& xs, const Ys& ys, W wire, const std::source_loc
     if (mixed_extents(xs)) return recut_batch_into<To>(Op::redistribute, layout_code<To>(), xs, ys, wire, loc);
   }
   const void* recut = nullptr;  // only plans between layouts with a Zigzag have recut steps
-  if constexpr (has_cut_code<typename X0::layout_type>() || has_cut_code<To>())
+  if constexpr (has_cut_code<typename X0::layout_type>() || has_cut_code<To>()) {
     recut = recut_hooks<typename X0::memory_space>();
+  } else if constexpr (std::tuple_size_v < Xs >> 1) {
+    // A batch of different extents on a mesh: every step an exchange between cuts (engine/prepare.hpp).
+    if (mixed_extents(xs)) recut = recut_hooks<typename X0::memory_space>();
+  }
   operate(Call<K>{.op = Op::redistribute,
                   .plan = &plan,
                   .from = P::from,

@@ -278,7 +278,7 @@ def redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
 
     Returns the new block (a list for a list), of the same kind as ``x``.
     ``global_shape``: the tensor's extents; for a batch of tensors of different extents (on a
-    ``dsp.Comm``), a list of them, one per block.
+    ``dsp.Comm`` or a ``dsp.Mesh``), a list of them, one per block.
     ``wire``: None (exact), "bf16", "fp16", "fp8_e4m3" (float tensors; docs/python.md says which wire
     takes which type) or "fp32" (double tensors). Collective over ``comm_or_mesh``.
     """

@@ -475,6 +475,24 @@ struct Request {
   dsp::detail::CutSizes out_sizes() const { return {dst_starts.empty() ? nullptr : dst_starts.data(), nullptr}; }
 };
 
+/// Block k's global extents (a batch of different extents has one per block).
+const std::vector<std::size_t>& global_of(const Request& r, std::size_t k) {
+  return r.globals.empty() ? r.global : r.globals[k];
+}
+
+/// Why a batch's list of global shapes does not fit its blocks, or "".
+std::string globals_error(const Request& r, bool list) {
+  if (r.globals.empty()) return "";
+  if (!list || r.globals.size() != r.in.size())
+    return r.name + ": global_shape is a list of " + std::to_string(r.globals.size()) + " shapes, for " +
+           (list ? std::to_string(r.in.size()) + " blocks" : "one block") + "; pass one shape per block of a batch";
+  for (std::size_t k = 0; k < r.globals.size(); ++k)
+    if (r.globals[k].size() != r.global.size())
+      return r.name + ": shape " + std::to_string(k) + " of global_shape, " + shape_text(r.globals[k]) +
+             ", has another number of dims than shape 0, " + shape_text(r.global) + "; a batch has one tensor rank";
+  return "";
+}
+
 bool fits(const Codes& c, std::size_t axes, std::size_t rank) {
   for (std::size_t a = 0; a < axes; ++a)
     if (dsp::detail::code_dim(c[a]) >= long(rank)) return false;
@@ -572,31 +590,34 @@ std::string block_error(const Request& r, const G& g) {
   using traits = dsp::detail::group_traits<G>;
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
-  const auto want = dsp::detail::nested_counts(r.global, std::span<const long>(r.from.data(), r.axes),
-                                               std::span<const int>(shape), std::span<const int>(coords), r.in_sizes());
-  const std::vector<std::size_t> w(want.begin(), want.begin() + r.global.size());
   const int rank = traits::world(g).rank();
   for (std::size_t k = 0; k < r.in.size(); ++k) {
+    const std::vector<std::size_t>& e = global_of(r, k);
+    const auto want =
+        dsp::detail::nested_counts(e, std::span<const long>(r.from.data(), r.axes), std::span<const int>(shape),
+                                   std::span<const int>(coords), r.in_sizes());
+    const std::vector<std::size_t> w(want.begin(), want.begin() + e.size());
     const Block& b = r.in[k];
     const std::string which = r.in.size() > 1 ? "block " + std::to_string(k) + " of the batch" : "the block";
     const std::string who = r.name + " (rank " + std::to_string(rank) + "): " + which + ": ";
     if (!b.error.empty()) return who + b.error;
     if (b.shape != w)
-      return who + "its shape is " + shape_text(b.shape) + ", but this rank's block of global shape " +
-             shape_text(r.global) + " under the input layout is " + shape_text(w);
+      return who + "its shape is " + shape_text(b.shape) + ", but this rank's block of global shape " + shape_text(e) +
+             " under the input layout is " + shape_text(w);
   }
   return "";
 }
 
-/// The output blocks' shapes: this rank's block of the target layout.
+/// Output block k's shape: this rank's block of the target layout.
 template <class G>
-std::vector<std::size_t> out_shape(const Request& r, const G& g) {
+std::vector<std::size_t> out_shape(const Request& r, const G& g, std::size_t k = 0) {
   using traits = dsp::detail::group_traits<G>;
   const auto shape = traits::shape(g);
   const auto coords = traits::coords(g);
-  const auto c = dsp::detail::nested_counts(r.global, std::span<const long>(r.to.data(), r.axes),
-                                            std::span<const int>(shape), std::span<const int>(coords), r.out_sizes());
-  return std::vector<std::size_t>(c.begin(), c.begin() + r.global.size());
+  const std::vector<std::size_t>& e = global_of(r, k);
+  const auto c = dsp::detail::nested_counts(e, std::span<const long>(r.to.data(), r.axes), std::span<const int>(shape),
+                                            std::span<const int>(coords), r.out_sizes());
+  return std::vector<std::size_t>(c.begin(), c.begin() + e.size());
 }
 
 /// The plan steps of a request, and its op: on a plain communicator the
@@ -648,6 +669,7 @@ struct Facts {
   dsp::detail::CallFacts f;
   std::array<dsp::detail::TensorFacts, kMaxBatch> t{};
   std::array<std::size_t, kMaxRank> global{};
+  std::array<std::array<std::size_t, kMaxRank>, kMaxBatch> globals{};  // a batch of different extents: each block's
   dsp::detail::BatchTypeText types;  // a batch's type names (CallFacts::type_name points here)
   Planned plan;
   std::string error;
@@ -660,11 +682,7 @@ template <class G>
 std::vector<Block> outputs(const Request& r, const G& g, const std::string& error) {
   std::vector<Block> out;
   if (!error.empty()) return out;
-  const auto shape = out_shape(r, g);
-  for (const Block& b : r.in) {
-    Block o = block_of(empty_like(b, shape));
-    out.push_back(std::move(o));
-  }
+  for (std::size_t k = 0; k < r.in.size(); ++k) out.push_back(block_of(empty_like(r.in[k], out_shape(r, g, k))));
   return out;
 }
 
@@ -714,8 +732,12 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
     for (std::size_t e : b.shape) n_in *= e;
     t.in = b.data;
     t.elem_bytes = size;
-    t.extents = x.global.data();
-    t.out_extents = x.global.data();
+    if (!r.globals.empty() && r.globals[k].size() == r.global.size()) {  // else globals_error says so
+      std::copy_n(r.globals[k].begin(), std::min(r.global.size(), kMaxRank), x.globals[k].begin());
+      t.extents = t.out_extents = x.globals[k].data();
+    } else {
+      t.extents = t.out_extents = x.global.data();
+    }
     t.kind = b.type ? b.type->kind : ElemKind::other;
     t.wire = b.type && r.wire != dsp::Wire::exact ? b.type->wire : nullptr;
     t.mesh_shape = f.mesh_shape;
@@ -892,12 +914,12 @@ auto naming_sizes(const Request& r, py::handle group, F&& f) -> decltype(f()) {
 /// with a Partial side, every rank raises.
 py::object run_cut(Request& r, py::handle group, bool list, const std::vector<std::size_t>& src_sizes,
                    const std::vector<std::size_t>& dst_sizes) {
-  if (!py::isinstance<PyComm>(group)) {  // a mesh: Zigzag on an axis runs as any mesh plan (recut steps)
-    if (r.error.empty() && !r.globals.empty())
-      r.error = r.name +
-                ": a batch of different extents moves on a plain communicator (dsp.Comm), not on a mesh; move "
-                "tensors of equal extents together.";
-    r.globals.clear();
+  if (!py::isinstance<PyComm>(group)) {  // a mesh: Zigzag on an axis, or a batch of different extents, runs
+                                         // as any mesh plan (recut steps)
+    if (const std::string why = globals_error(r, list); !why.empty()) {
+      if (r.error.empty()) r.error = why;
+      r.globals.clear();
+    }
     set_sizes(r, group, src_sizes, dst_sizes);
     return naming_sizes(r, group, [&] { return run(r, group, list); });
   }
@@ -923,18 +945,9 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
   if (err.empty() && (r.from[0] >= long(rank) || r.to[0] >= long(rank)))
     fail("dsp::DistTensor: a Sharded<D> in the layout names a dim D that is not less than the tensor's rank.");
   // A batch of different extents: one global shape per block, each of the same rank.
-  if (err.empty() && !r.globals.empty()) {
-    if (!list || r.globals.size() != r.in.size())
-      fail(r.name + ": global_shape is a list of " + std::to_string(r.globals.size()) + " shapes, for " +
-           (list ? std::to_string(r.in.size()) + " blocks" : "one block") + "; pass one shape per block of a batch");
-    for (std::size_t k = 0; k < r.globals.size() && err.empty(); ++k)
-      if (r.globals[k].size() != rank)
-        fail(r.name + ": shape " + std::to_string(k) + " of global_shape, " + shape_text(r.globals[k]) +
-             ", has another number of dims than shape 0, " + shape_text(r.global) + "; a batch has one tensor rank");
-  }
-  auto global_of = [&](std::size_t k) -> const std::vector<std::size_t>& {
-    return r.globals.empty() ? r.global : r.globals[k];
-  };
+  if (err.empty()) fail(globals_error(r, list));
+  if (!err.empty()) r.globals.clear();
+  auto global_of = [&](std::size_t k) -> const std::vector<std::size_t>& { return ::global_of(r, k); };
   // Each block's sides (the tensors' extents may differ) and the blocks' shapes under the input layout.
   std::vector<PySide> from(std::max<std::size_t>(1, r.in.size())), to(from.size());
   for (std::size_t k = 0; k < r.in.size() && err.empty(); ++k) {

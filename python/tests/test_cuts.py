@@ -99,14 +99,27 @@ def test_batch_of_other_extents(comm):
     assert np.array_equal(zq, zigzag_block(q, 1, comm.rank, comm.size))  # integers below 256: exact in bf16
     assert isinstance(zk, torch.Tensor) and np.array_equal(zk.numpy(), zigzag_block(k, 1, comm.rank, comm.size))
     assert np.array_equal(xs[1], block(k, 1, comm.rank, comm.size))  # inputs untouched
-    # one shape for two blocks; shapes of different ranks; a mesh
+    # one shape for two blocks; shapes of different ranks
     assert expect_everywhere(lambda: dsp.switch(xs, [gq], 1, 2, comm), dsp.Error, "global_shape is a list of 1 shapes")
     assert expect_everywhere(lambda: dsp.switch(xs, [gq, (2, 7)], 1, 2, comm), dsp.Error, "another number of dims")
-    if comm.size % 2 == 0:
-        m = dsp.Mesh(comm, (2, comm.size // 2))
-        assert expect_everywhere(lambda: dsp.redistribute(xs, [gq, gk], (dsp.Sharded(1), dsp.Replicated()),
-                                                          (dsp.Sharded(2), dsp.Replicated()), m),
-                                 dsp.Error, "moves on a plain communicator")
+    # On every 2-axis mesh (USP with GQA: the sequence over both axes, Ulysses' heads on axis 1), one call
+    # too; and back, on a wire, to the sequence zigzagged on the ring axis.
+    def mesh_block(a, layout, m):
+        off, shape = dsp.local_offsets(a.shape, layout, m), dsp.local_shape(a.shape, layout, m)
+        return a[tuple(slice(o, o + s) for o, s in zip(off, shape))]
+    seq, heads = (dsp.Sharded(1), dsp.Sharded(1)), (dsp.Sharded(1), dsp.Sharded(2))
+    for shape in [(d, comm.size // d) for d in range(1, comm.size + 1) if comm.size % d == 0]:
+        m = dsp.Mesh(comm, shape)
+        ms = [np.ascontiguousarray(mesh_block(q, seq, m)), np.ascontiguousarray(mesh_block(k, seq, m))]
+        mq, mk = dsp.redistribute(ms, [gq, gk], seq, heads, m)
+        assert np.array_equal(mq, mesh_block(q, heads, m)) and np.array_equal(mk, mesh_block(k, heads, m))
+        back = dsp.redistribute([mq, mk], [gq, gk], heads, (dsp.Zigzag(1), dsp.Sharded(1)), m, wire="bf16")
+        expect = [dsp.redistribute(ms[i], g, seq, (dsp.Zigzag(1), dsp.Sharded(1)), m) for i, g in ((0, gq), (1, gk))]
+        assert all(np.array_equal(b, e) for b, e in zip(back, expect))
+        assert expect_everywhere(lambda: dsp.redistribute(ms, [gq], seq, heads, m), dsp.Error,
+                                 "global_shape is a list of 1 shapes")
+        assert expect_everywhere(lambda: dsp.start_redistribute(ms, gq, seq, heads, m).wait(), dsp.Error,
+                                 "its shape is")
 
 
 def test_pieces():

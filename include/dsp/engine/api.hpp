@@ -49,6 +49,10 @@ struct OpArgs {
   ReduceType rtype = ReduceType::f32;   // for reductions (Partial placements)
   const void* recut = nullptr;          // a plan's recut steps' engine (RecutHooks<M>), or nullptr
   CutSizes sizes;                       // the Blocks sizes of the input and output layouts (equal over a batch)
+  // A batch of tensors of different extents: tensor k's extents at [k * rank, (k + 1) * rank), or empty
+  // when every tensor has `global`'s. Then every step runs as an exchange between cuts (OpArgs::recut),
+  // each tensor's blocks in its own extents (engine/prepare.hpp).
+  std::span<const std::size_t> each;
 };
 
 /// A byte range [first, second) of a tensor's block (empty: first == second).
@@ -129,6 +133,16 @@ DSP_FUNC std::string output_error(const char* op, int rank, std::span<const std:
 }
 #endif
 
+/// Whether a batch of different extents may make call `f`: a blocking
+/// redistribution without a Partial placement (every step an exchange
+/// between cuts, each tensor in its own extents), with the cut engine.
+inline bool mixed_extents_ok(const CallFacts& f) {
+  if (f.op != Op::redistribute || !f.recut) return false;
+  for (std::size_t x = 0; x < f.axes; ++x)
+    if (is_partial_code(f.from[x]) || (f.dst_codes && is_partial_code(f.dst_codes[x]))) return false;
+  return true;
+}
+
 /// What is wrong with a batch's arguments, as text (cold: only on error):
 /// the first tensor whose extents differ from tensor 0's, that lives on
 /// another group, or whose output shares memory with another tensor. Sets
@@ -142,10 +156,11 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
   for (std::size_t t = 0; t < f.n; ++t) {
     const TensorFacts& a = f.t[t];
     const std::string k = std::to_string(t);
-    if (!std::equal(a.extents, a.extents + rank, f.t[0].extents))
+    if (!std::equal(a.extents, a.extents + rank, f.t[0].extents) && !mixed_extents_ok(f))
       return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch of " +
-             "different extents moves on a plain communicator, blocking (exact or on a wire; not on a mesh or "
-             "split-phase; from Python, global_shape one shape per block)";
+             "different extents moves blocking (redistribute, dynamic_switch; exact or on a wire), not " +
+             (f.op == Op::redistribute ? "with a Partial placement" : "split-phase") +
+             " (from Python, global_shape one shape per block)";
     if (!a.same_group_as_first) {
       if (a.mesh_shape != f.t[0].mesh_shape) {
         auto shape = [&](const std::array<int, kMaxAxes>& m) {

@@ -17,10 +17,11 @@
 namespace dsp::detail {
 
 /// Runs a prepared step (blocking) on the items' in/out pointers; `rank`:
-/// the tensors' rank.
+/// the tensors' rank; `each`: a batch of different extents' group extents
+/// (PreparedOp::each_of), or nullptr.
 template <class M>
 void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t rank, const OpArgs& a,
-                      std::span<const PackedItem> items) {
+                      std::span<const PackedItem> items, const std::size_t* each = nullptr) {
   const std::size_t ax = std::size_t(p.step.axis);
   PortOn<M>& port = *g.axis[ax];
   const std::span<const std::size_t> ge(p.group.data(), rank);
@@ -52,7 +53,7 @@ void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t ra
       break;
     case StepKind::recut: {
       std::array<RecutArgs, kMaxBatch> args;
-      recut_items(items, ge, p.step, port.size(), a.wire, a.sizes, args);
+      recut_items(items, ge, p.step, port.size(), a.wire, a.sizes, args, each);
       static_cast<const RecutHooks<M>*>(a.recut)->execute(port, std::span<const RecutArgs>(args.data(), items.size()),
                                                           *p.recut);
       break;
@@ -69,18 +70,21 @@ void execute_prepared(const OpGroup<M>& g, const PreparedStep& p, std::size_t ra
 template <class M>
 void execute_step(const OpGroup<M>& g, const PreparedOp& op, const OpArgs& a, std::size_t t,
                   std::span<const PackedItem> items) {
-  execute_prepared(g, op.step(t), op.rank, a, items);
+  execute_prepared(g, op.step(t), op.rank, a, items, op.each_of(t, a.items.size()));
 }
 
 /// The identity plan (no step): each tensor's block copied.
 template <class M>
 void execute_identity(const OpGroup<M>& g, const OpArgs& a) {
   const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
-  const auto box = nested_counts(a.global, a.from, shape, coords, a.sizes);
-  const std::size_t n = product(std::span<const std::size_t>(box.data(), a.global.size()));
+  const std::size_t r = a.global.size();
   const auto exec = g.world->exec();
-  const CopyTask t{contiguous(0, n), contiguous(0, n), n};
-  for (const PackedItem& it : a.items) {
+  for (std::size_t k = 0; k < a.items.size(); ++k) {
+    const PackedItem& it = a.items[k];
+    const auto box =
+        nested_counts(a.each.empty() ? a.global : a.each.subspan(k * r, r), a.from, shape, coords, a.sizes);
+    const std::size_t n = product(std::span<const std::size_t>(box.data(), r));
+    const CopyTask t{contiguous(0, n), contiguous(0, n), n};
     if (a.wire != Wire::exact) wire_kernels<typename M::execution_space>(it).round(exec, a.wire, it.out, it.in, t);
     else copy_runs(exec, it.out, it.in, it.elem_bytes, std::span(&t, 1));
   }

@@ -324,8 +324,8 @@ std::unique_ptr<Flight<M>> start_operation(const OpGroup<M>& g, std::shared_ptr<
   f.wire = a.wire;
   for (std::size_t x = 0; x < g.axes; ++x) f.from[x] = a.from[x];
   f.sizes = a.sizes;
-  const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes),
-                    a.wire,  a.rtype,  a.recut, a.sizes};
+  const OpArgs args{f.items, f.global, a.steps, std::span<const long>(f.from.data(), g.axes), a.wire, a.rtype,
+                    a.recut, a.sizes,  {}};  // each: refused split-phase (batch_error)
   ExclusiveUseGroup use(g, a.steps, op_name(sig.op));
   prepare_operation(f.op, g, args, sig, err, true);
   PreparedOp& op = f.op;

@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dsp::detail {
 
@@ -37,15 +38,18 @@ constexpr ReduceOp reduce_op_of_code(long code) {
 /// A mesh step's tensors as the exchange between cuts (engine/recut.hpp)
 /// takes them: their blocks in group extents `ge`, from the step's code to
 /// its code over the n ranks of its axis.
+/// `each`: a batch of different extents' group extents, tensor k's at
+/// [k * ge.size(), ...), or nullptr (every tensor's are `ge`).
 inline void recut_items(std::span<const PackedItem> items, std::span<const std::size_t> ge, const MeshStep& step, int n,
-                        Wire w, CutSizes z, std::array<RecutArgs, kMaxBatch>& out) {
+                        Wire w, CutSizes z, std::array<RecutArgs, kMaxBatch>& out, const std::size_t* each = nullptr) {
   for (std::size_t k = 0; k < items.size(); ++k) {
     RecutArgs& r = out[k];
+    const std::span<const std::size_t> g = each ? std::span(each + k * ge.size(), ge.size()) : ge;
     r.src = items[k].in, r.dst = items[k].out;
     r.elem_bytes = items[k].elem_bytes;
-    r.global = ge;
-    r.from = code_side(step.from, ge, std::size_t(n), z);
-    r.to = code_side(step.to, ge, std::size_t(n), z);
+    r.global = g;
+    r.from = code_side(step.from, g, std::size_t(n), z);
+    r.to = code_side(step.to, g, std::size_t(n), z);
     r.wire = w;
     r.kind = items[k].kind;
     r.wire_kernels = w == Wire::exact ? nullptr : items[k].wire;
@@ -106,6 +110,17 @@ struct PreparedOp {
   }
   std::size_t size = 0;
   std::size_t rank = 0;  // tensor rank
+  // A batch of different extents (OpArgs::each): step t's group extents of tensor k at
+  // [(t * n + k) * rank, ...) and its block's elements after the step at [t * n + k]; else empty.
+  std::vector<std::size_t> each_group, each_out;
+  /// Step t's group extents of every tensor (recut_items' `each`), or nullptr.
+  const std::size_t* each_of(std::size_t t, std::size_t n) const {
+    return each_group.empty() ? nullptr : each_group.data() + t * n * rank;
+  }
+  /// The elements of tensor k's block after step t.
+  std::size_t out_elems(std::size_t t, std::size_t k, std::size_t n) const {
+    return each_out.empty() ? step(t).out_elems : each_out[t * n + k];
+  }
   std::size_t scratch_bytes[2] = {0, 0};
   bool posted_last = false;  // split-phase: the last step goes point to point, completed later
   Path path = Path::none;    // what a one-step plan on a plain communicator resolved
@@ -217,6 +232,40 @@ void plan_gather_step(PreparedStep& p, const PrepareState& ps, PortOn<M>& port, 
                          : plan_and_reserve_packed_gather<M>(port, pa, s);
 }
 
+/// Step t of a batch of different extents (OpArgs::each): each tensor's
+/// group extents and block in its own extents, and the step (a switch, a
+/// gather, a split or a recut; front ends refuse a Partial placement) as one
+/// exchange between cuts of every tensor (engine/recut.hpp). `undone`: the
+/// placement without the step's axis; `state`: after the step.
+template <class M>
+void prepare_each_step(PreparedOp& op, PreparedStep& p, const OpGroup<M>& g, const OpArgs& a, std::size_t t,
+                       const std::array<long, kMaxAxes>& undone, const std::array<long, kMaxAxes>& state,
+                       Signature& sig, std::string& err) {
+  PortOn<M>& port = *g.axis[std::size_t(p.step.axis)];
+  const std::span<const int> shape(g.shape.data(), g.axes), coords(g.coords.data(), g.axes);
+  const std::size_t n = a.items.size(), r = op.rank;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::span<const std::size_t> e = a.each.subspan(k * r, r);
+    const auto in = nested_counts(e, std::span<const long>(undone.data(), g.axes), shape, coords, a.sizes);
+    const auto out = nested_counts(e, std::span<const long>(state.data(), g.axes), shape, coords, a.sizes);
+    std::copy(in.begin(), in.begin() + std::ptrdiff_t(r), op.each_group.begin() + std::ptrdiff_t((t * n + k) * r));
+    op.each_out[t * n + k] = product(std::span<const std::size_t>(out.data(), r));
+  }
+  const StepKind kind = p.step.kind;
+  p.step.kind = StepKind::recut;
+  prepare(port.rank(), sig, err, [&] {
+    if (kind != StepKind::switch_dims && kind != StepKind::gather && kind != StepKind::split && kind != StepKind::recut)
+      throw UsageError(std::string("a batch of different extents reached a ") + step_name(kind) + " step");
+    if (!a.recut) throw UsageError("a batch of different extents reached an engine without the exchange between cuts");
+    std::array<RecutArgs, kMaxBatch> items;
+    recut_items(a.items, std::span<const std::size_t>(p.group.data(), r), p.step, port.size(), a.wire, a.sizes, items,
+                op.each_of(t, n));
+    p.recut = static_cast<const RecutHooks<M>*>(a.recut)->prepare(port, std::span<const RecutArgs>(items.data(), n),
+                                                                  switch_algorithm(), t);
+    return 0;
+  });
+}
+
 /// Step t: its group and output blocks (from the placement `state` before
 /// it, which it advances), its decision and its plan.
 template <class M>
@@ -234,6 +283,7 @@ void prepare_step(PreparedOp& op, PrepareState& ps, const OpGroup<M>& g, const O
   p.out = nested_counts(a.global, std::span<const long>(state.data(), g.axes), shape, coords, a.sizes);
   p.out_elems = product(std::span<const std::size_t>(p.out.data(), op.rank));
   const std::span<const std::size_t> ge(p.group.data(), op.rank);
+  if (!a.each.empty()) return prepare_each_step(op, p, g, a, t, undone, state, sig, err);
   const bool post = ps.split_phase && t + 1 == op.size && port.caps().async && port.size() > 1 && product(ge) > 0;
   const SwitchAlgorithm s = decide_step(p, ps, g, port, a, ge, t);
   prepare(port.rank(), sig, err, [&] {
@@ -287,7 +337,8 @@ inline void size_scratch(PreparedOp& op, const OpArgs& a) {
   std::size_t most[2] = {0, 0};
   for (std::size_t t = 0; t + 1 < op.size; ++t) {
     std::size_t off = 0;
-    for (const PackedItem& it : a.items) off = align_up(off, 64) + op.step(t).out_elems * it.elem_bytes;
+    for (std::size_t k = 0; k < a.items.size(); ++k)
+      off = align_up(off, 64) + op.out_elems(t, k, a.items.size()) * a.items[k].elem_bytes;
     most[t % 2] = std::max(most[t % 2], off);
   }
   op.scratch_bytes[0] = most[0], op.scratch_bytes[1] = most[1];
@@ -315,6 +366,10 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
       err = std::string(op_name(sig.op)) + ": " + why;
     }
   }
+  if (!a.each.empty()) {
+    op.each_group.assign(op.size * a.items.size() * op.rank, 0);
+    op.each_out.assign(op.size * a.items.size(), 0);
+  }
   std::array<long, kMaxAxes> state{};
   for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];
   for (std::size_t t = 0; t < op.size && err.empty(); ++t) prepare_step(op, ps, g, a, t, state, sig, err);
@@ -340,8 +395,8 @@ void step_items(const PreparedOp& op, const OpArgs& a, std::size_t t, const Scra
     out[k].wire = a.items[k].wire;
     out[k].in = t == 0 ? a.items[k].in : static_cast<const void*>(scratch->buf[(t - 1) % 2].data() + in_off);
     out[k].out = t + 1 == op.size ? a.items[k].out : static_cast<void*>(scratch->buf[t % 2].data() + out_off);
-    if (t > 0) in_off += op.step(t - 1).out_elems * a.items[k].elem_bytes;
-    out_off += op.step(t).out_elems * a.items[k].elem_bytes;
+    if (t > 0) in_off += op.out_elems(t - 1, k, a.items.size()) * a.items[k].elem_bytes;
+    out_off += op.out_elems(t, k, a.items.size()) * a.items[k].elem_bytes;
   }
 }
 

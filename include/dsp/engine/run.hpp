@@ -88,6 +88,7 @@ struct PreparedCall {
   Signature sig;
   std::string err;
   std::array<PackedItem, kMaxBatch> items{};
+  std::array<std::size_t, kMaxBatch * kMaxRank> each{};  // a batch of different extents: every tensor's
   OpArgs args;
 };
 inline void prepare_call(const CallFacts& f, PreparedCall& c) {
@@ -146,7 +147,16 @@ inline void prepare_call(const CallFacts& f, PreparedCall& c) {
                   f.wire,
                   f.rtype,
                   f.recut,
-                  f.sizes};
+                  f.sizes,
+                  {}};
+  const std::size_t r = f.tensor_rank;
+  bool mixed = false;
+  for (std::size_t k = 1; k < f.n; ++k)
+    mixed = mixed || !std::equal(f.t[k].extents, f.t[k].extents + r, f.t[0].extents);
+  if (mixed) {
+    for (std::size_t k = 0; k < f.n; ++k) std::copy(f.t[k].extents, f.t[k].extents + r, c.each.begin() + k * r);
+    c.args.each = std::span<const std::size_t>(c.each.data(), f.n * r);
+  }
 }
 
 template <class M>
