@@ -581,6 +581,60 @@ void add_gqa(std::size_t b, std::size_t s, std::size_t h, std::size_t hkv, std::
   });
 }
 
+/// USP's Ulysses switch of a GQA layer on a mesh {r, u}: Q [B, S, H, d] and
+/// K, V [B, S, H_kv, d] from Axes<Sharded<1>, Sharded<1>> to Axes<Sharded<1>,
+/// Sharded<2>> (one step on axis 1), as one batch of different extents
+/// against Q alone and K, V as a batch (two calls, what a mesh took before),
+/// beside the raw MPI_Alltoall of as many bytes on axis 1's communicator.
+void add_gqa_mesh(std::size_t b, std::size_t s, std::size_t h, std::size_t hkv, std::size_t d,
+                  const std::array<int, 2>& shape) {
+  using E = std::array<std::size_t, 4>;
+  using M = dsp::Mesh<2, Comm>;
+  using X = dsp::DistTensor<float, 4, dsp::Axes<dsp::Sharded<1>, dsp::Sharded<1>>, M>;
+  using Y = dsp::DistTensor<float, 4, dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>, M>;
+  const E q{b, s, h, d}, kv{b, s, hkv, d};
+  const std::string group = "gqamesh/" + shape_text({b, s, h, d}) + "/kv" + std::to_string(hkv) + "/{" +
+                            std::to_string(shape[0]) + "," + std::to_string(shape[1]) + "}/np" +
+                            std::to_string(comm().size());
+  const M probe(comm(), shape);
+  const std::size_t local = Y(probe, q).local_size() + 2 * Y(probe, kv).local_size();
+  const double bytes = double(local) * sizeof(float);
+  struct Qkv {
+    std::shared_ptr<M> mesh;
+    X q, k, v;
+    Y qh, kh, vh;
+  };
+  auto tensors = [=] {
+    auto m = std::make_shared<M>(comm(), shape);
+    return std::make_shared<Qkv>(Qkv{m, X(*m, q), X(*m, kv), X(*m, kv), Y(*m, q), Y(*m, kv), Y(*m, kv)});
+  };
+  references()[group] = "q+kv";
+  add(group, "q+kv", bytes, [=] {
+    auto a = tensors();
+    return std::function<void()>([a] {
+      dsp::redistribute<dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>>(a->q, a->qh);
+      dsp::redistribute<dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>>(dsp::batch(a->k, a->v), dsp::batch(a->kh, a->vh));
+    });
+  });
+  add(group, "batch", bytes, [=] {
+    auto a = tensors();
+    return std::function<void()>([a] {
+      dsp::redistribute<dsp::Axes<dsp::Sharded<1>, dsp::Sharded<2>>>(dsp::batch(a->q, a->k, a->v),
+                                                                     dsp::batch(a->qh, a->kh, a->vh));
+    });
+  });
+  add(group, "MPI_Alltoall", bytes, [=] {
+    auto m = std::make_shared<M>(comm(), shape);
+    const int u = shape[1];
+    const int cnt = int(local / std::size_t(u));
+    auto in = std::make_shared<std::vector<float>>(std::size_t(cnt) * std::size_t(u), 1.0f);
+    auto out = std::make_shared<std::vector<float>>(in->size());
+    return std::function<void()>([m, in, out, cnt] {
+      MPI_Alltoall(in->data(), cnt, MPI_FLOAT, out->data(), cnt, MPI_FLOAT, m->axis(1).native());
+    });
+  });
+}
+
 /// One switch on each low-precision wire against the float switch.
 void add_wire(std::size_t per_rank) {
   using X = dsp::DistTensor<float, 3, dsp::Sharded<0>, Comm>;
@@ -704,6 +758,13 @@ int main(int argc, char** argv) {
     add_gqa(1, 64, 8, 2, 16);      // Q 32 KiB, K and V 8 KiB each
     add_gqa(1, 1024, 16, 4, 64);   // Q 4 MiB, K and V 1 MiB each
     add_gqa(1, 8192, 32, 8, 128);  // Q 128 MiB, K and V 32 MiB each
+    // The same on a mesh (USP with GQA): all ranks Ulysses, and a ring of 2.
+    for (const std::array<int, 2> s : {std::array<int, 2>{1, n}, std::array<int, 2>{2, n / 2}})
+      if (s[1] > 1 && s[0] * s[1] == n) {
+        add_gqa_mesh(1, 64, 8, 2, 16, s);
+        add_gqa_mesh(1, 1024, 16, 4, 64, s);
+        add_gqa_mesh(1, 8192, 32, 8, 128, s);
+      }
     if (rank == 0) {
       benchmark::RunSpecifiedBenchmarks();
     } else {

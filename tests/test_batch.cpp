@@ -163,10 +163,10 @@ TEST_CASE("mid-size tensors: one agreement, each tensor its own datatypes or pai
   C comm{world()};
   const int n = comm.size();
   const std::size_t un = std::size_t(n);
-  // The smallest run of a 0 -> 1 switch is H/n * D elements: 32768, so a
-  // double tensor's pieces are 256 KiB (pairwise) and a float's 128 KiB
-  // (MPI datatypes) under the automatic setting.
-  const std::array<std::size_t, 3> g{2 * un, 2 * un, 16384};
+  // The smallest run of a 0 -> 1 switch is H/n * D elements: 16384, so a
+  // double tensor's pieces are 128 KiB (pairwise) and a float's 64 KiB in
+  // chunks of 128 KiB (MPI datatypes) under the automatic setting.
+  const std::array<std::size_t, 3> g{2 * un, 2 * un, 8192};
   const dsp::detail::Capabilities caps = dsp::detail::capabilities_of<C>();
   const auto auto_f = dsp::detail::choose_switch(g, 0, 1, n, 4, caps, dsp::SwitchAlgorithm::automatic);
   const auto auto_d = dsp::detail::choose_switch(g, 0, 1, n, 8, caps, dsp::SwitchAlgorithm::automatic);

@@ -81,9 +81,13 @@ TEST_CASE("automatic picks from global values, so every rank picks the same") {
   CHECK(choose(big, 2, true, true) == A::pairwise);
   CHECK(choose(big, 2, true, false) == A::pairwise);
   CHECK(choose(rows, 2, true, false) == A::alltoallv);  // 1-element runs: packing wins
-  const std::size_t mid[] = {64, 64, 128};              // 16 KiB runs: MPI's datatype engine
+  const std::size_t mid[] = {16, 64, 128};              // 16 KiB runs, 128 KiB chunks: MPI's datatype engine
   CHECK(choose(mid, 2, true, true) == A::datatypes);
   CHECK(choose(mid, 2, true, false) == A::alltoallv);
+  const std::size_t wide[] = {64, 64, 128};  // 16 KiB runs in 512 KiB chunks: packed, one copy each way
+  CHECK(choose(wide, 2, true, true) == A::alltoallv);
+  const std::size_t long_runs[] = {8, 512, 128};  // 128 KiB runs: pairwise
+  CHECK(choose(long_runs, 2, true, true) == A::pairwise);
   CHECK(choose(big, 2, false, false) == A::alltoallv);
   const std::size_t uneven[] = {15, 17, 8};
   CHECK(choose(uneven, 2, true, false) != A::alltoall);

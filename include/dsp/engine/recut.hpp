@@ -22,6 +22,7 @@
 #include <dsp/kernels/convert.hpp>
 #include <dsp/kernels/copy.hpp>
 #include <dsp/plan/cut.hpp>
+#include <dsp/plan/packed.hpp>
 
 #include <cstddef>
 #include <map>
@@ -274,7 +275,42 @@ struct RecutRun {
   BatchSections sections;
   WireSections wired;
   bool on_wire = false, whole_in = false, separate = false;
+  // A packed batch's chunks as point-to-point messages (packed_sectioned's rule: automatic or pairwise,
+  // a backend with PeerExchange), each cut by chunk_piece_bytes.
+  bool sectioned = false;
+  std::vector<PeerRuns> section_sends, section_recvs;
 };
+
+/// The most messages a chunk of a packed batch is cut into to stay under the
+/// transport's eager limit (kEagerMessageBytes); a larger chunk goes whole.
+inline constexpr std::size_t kMaxEagerPieces = 16;
+
+/// The size of the messages a packed batch's chunk of `bytes` is cut into:
+/// the fewest of at most kEagerMessageBytes that divide it evenly (up to
+/// kMaxEagerPieces of them), or else the whole chunk. Unlike a switch's
+/// sections (packed_message_bytes), a cut batch's sections differ in size, so
+/// a message need not be one tensor's. Both sides of a pair compute it from
+/// the same byte count.
+inline std::size_t chunk_piece_bytes(std::size_t bytes) {
+  for (std::size_t m = (bytes + kEagerMessageBytes - 1) / kEagerMessageBytes; m > 1 && m <= kMaxEagerPieces; ++m)
+    if (bytes % m == 0) return bytes / m;
+  return bytes;
+}
+
+/// The chunks of a packed batch as messages (chunk_piece_bytes), peer by
+/// peer from the nearest.
+inline void chunk_peer_messages(const BatchSections& b, std::size_t p, std::size_t n, std::vector<PeerRuns>& sends,
+                                std::vector<PeerRuns>& recvs) {
+  sends.clear(), recvs.clear();
+  auto message = [&](std::size_t q, std::size_t bytes, std::size_t at, std::vector<PeerRuns>& out) {
+    if (bytes) out.push_back({int(q), contiguous(at, bytes), chunk_piece_bytes(bytes), bytes});
+  };
+  for (std::size_t k = 1; k < n; ++k) {
+    const std::size_t to = (p + k) % n, from = (p + n - k) % n;
+    message(to, b.send_counts[to], b.send_displs[to], sends);
+    message(from, b.recv_counts[from], b.recv_displs[from], recvs);
+  }
+}
 
 /// Plans `items` (their pointers unused) on port, into r, and reserves the
 /// workspace; throws on failure (the caller's prepare reports it).
@@ -283,7 +319,7 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
   const std::size_t n = std::size_t(port.size()), p = std::size_t(port.rank());
   const Capabilities caps = capabilities_of(port);
   r.whole_in = items[0].from.cut.kind == Cut::Kind::whole;  // a batch shares its layouts
-  r.separate = false;  // a thread's previous exchange must not leak into this one's path
+  r.separate = r.sectioned = false;  // a thread's previous exchange must not leak into this one's path
   // On a wire: every tensor's elements converted, one packed exchange (a split, from Replicated, is
   // local and exact, as everywhere).
   r.on_wire = items[0].wire != Wire::exact && !r.whole_in;
@@ -316,6 +352,11 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
   if (!r.separate) {
     batch_sections(items, r.plans, n, r.sections);
     sb = r.sections.send_bytes, rb = r.sections.recv_bytes;
+    // Under automatic and pairwise, point to point where the backend can (small chunks under the
+    // transport's eager limit: one round trip fewer than an all-to-all-v; docs/benchmarks.md).
+    r.sectioned = (setting == SwitchAlgorithm::automatic || setting == SwitchAlgorithm::pairwise) && caps.peer &&
+                  n > 1 && !r.whole_in;
+    if (r.sectioned) chunk_peer_messages(r.sections, p, n, r.section_sends, r.section_recvs);
   }
   if (n > 1 && !r.whole_in && (sb || rb)) workspace<M>(port).reserve(sb, rb);
 }
@@ -325,6 +366,7 @@ inline Path recut_path(const RecutRun& r, std::size_t items) {
   const CutMode mode = r.plans[0]->mode;
   return r.whole_in                ? Path::identity
          : items > 1 && r.separate ? Path::per_tensor
+         : r.sectioned             ? Path::sections
          : mode == CutMode::peer   ? Path::pairwise
          : mode == CutMode::typed  ? Path::datatypes
                                    : Path::alltoallv;
@@ -371,8 +413,10 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
       for (std::size_t k = 0; k < items.size(); ++k)
         copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, r.sections.pack[k], true);
       fence_before_transfer(port, exec);
-      port.all_to_all_v(sbuf, r.sections.send_counts, r.sections.send_displs, rbuf, r.sections.recv_counts,
-                        r.sections.recv_displs, 1, r.sections.bound);
+      if (r.sectioned) port.exchange_runs(sbuf, r.section_sends, rbuf, r.section_recvs, 1, [] {});
+      else
+        port.all_to_all_v(sbuf, r.sections.send_counts, r.sections.send_displs, rbuf, r.sections.recv_counts,
+                          r.sections.recv_displs, 1, r.sections.bound);
       for (std::size_t k = 0; k < items.size(); ++k)
         copy_runs(exec, items[k].dst, rbuf, items[k].elem_bytes, r.sections.unpack[k], true);
     }

@@ -142,8 +142,9 @@ inline std::size_t largest_cut_block(std::span<const std::size_t> global, const 
 
 /// How the exchange runs, from values equal on every rank, as the Sharded
 /// switch chooses (choose_switch): under `automatic`, point to point when
-/// every message is 256 KiB or more, the typed collective when every run is
-/// 256 bytes or more and every byte offset fits an int, else packed; a
+/// every message is kPairwiseBytes or more, the typed collective when every
+/// run is kTypedRunBytes or more, a peer's chunk (on average) under
+/// kTypedChunkBytes and every byte offset fits an int, else packed; a
 /// forced setting where the backend can (pairwise: peer, datatypes: typed),
 /// else packed.
 inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n,
@@ -154,8 +155,9 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   if (setting == SwitchAlgorithm::datatypes) return typed_ok ? CutMode::typed : CutMode::packed;
   if (setting != SwitchAlgorithm::automatic) return CutMode::packed;
   const std::size_t piece = min_cut_piece(global, in, out, n) * elem_bytes;
-  if (caps.peer && piece >= (std::size_t(256) << 10)) return CutMode::peer;
-  if (typed_ok && piece >= 256) return CutMode::typed;
+  if (caps.peer && piece >= kPairwiseBytes) return CutMode::peer;
+  const std::size_t chunk = product(global) / (n * n) * elem_bytes;
+  if (typed_ok && piece >= kTypedRunBytes && chunk < kTypedChunkBytes) return CutMode::typed;
   return CutMode::packed;
 }
 

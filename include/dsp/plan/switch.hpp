@@ -122,14 +122,25 @@ inline std::size_t min_pairwise_piece(std::span<const std::size_t> global, std::
   return best;
 }
 
+/// The automatic rule's thresholds (choose_switch, cut_mode), from bench/
+/// (docs/benchmarks.md, "The automatic rule, re-measured"): messages of at
+/// least kPairwiseBytes go point to point; runs of at least kTypedRunBytes
+/// go through the backend's datatypes while a peer's chunk is under
+/// kTypedChunkBytes (Open MPI's MPI_Alltoallw copies a larger strided chunk
+/// through its shared-memory fragments at about 2 GB/s, where a packed
+/// chunk goes by single copy: 1.2 to 4x slower in both of the VM's regimes).
+inline constexpr std::size_t kPairwiseBytes = std::size_t(128) << 10;
+inline constexpr std::size_t kTypedRunBytes = 256;
+inline constexpr std::size_t kTypedChunkBytes = std::size_t(512) << 10;
+
 /// The algorithm a switch runs, from values equal on every rank and the
 /// `setting` (dsp::switch_algorithm()); never `automatic`, and always one the
-/// backend offers. Automatic thresholds from bench/ (docs/benchmarks.md): up
-/// to 8 KiB per rank one equal-count all-to-all (fewest calls); messages of
-/// 256 KiB or more pairwise (no copies in user space, per-message overhead
-/// small); runs of 256 bytes or more through the backend's datatypes (MPI
-/// packs while it transfers); the rest alltoallv. A forced algorithm that
-/// cannot run for this shape or backend resolves to alltoallv.
+/// backend offers. Automatic: up to 8 KiB per rank one equal-count
+/// all-to-all (fewest calls); messages of kPairwiseBytes or more pairwise (no
+/// copies in user space, per-message overhead small); runs of kTypedRunBytes
+/// or more in chunks under kTypedChunkBytes through the backend's datatypes
+/// (MPI packs while it transfers); the rest alltoallv. A forced algorithm
+/// that cannot run for this shape or backend resolves to alltoallv.
 inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::size_t i, std::size_t j, int size,
                                      std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting) {
   SwitchAlgorithm a = setting;
@@ -146,8 +157,8 @@ inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::s
     const std::size_t per_rank = product(global) / n * elem_bytes;
     const std::size_t piece = min_pairwise_piece(global, i, j, size) * elem_bytes;
     if (size > 1 && equal && per_rank <= (std::size_t(8) << 10)) a = SwitchAlgorithm::alltoall;
-    else if (caps.peer && piece >= (std::size_t(256) << 10)) a = SwitchAlgorithm::pairwise;
-    else if (typed_ok && piece >= 256) a = SwitchAlgorithm::datatypes;
+    else if (caps.peer && piece >= kPairwiseBytes) a = SwitchAlgorithm::pairwise;
+    else if (typed_ok && piece >= kTypedRunBytes && per_rank / n < kTypedChunkBytes) a = SwitchAlgorithm::datatypes;
     else a = SwitchAlgorithm::alltoallv;
   }
   if (a == SwitchAlgorithm::alltoall && (!equal || size < 2)) a = SwitchAlgorithm::alltoallv;
