@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <dsp/comm/counting.hpp>
+#include <dsp/engine/recut.hpp>
 
 #include <array>
 #include <cstddef>
@@ -48,8 +49,8 @@ using Layouts = List<Axes<Sharded<1>, Sharded<1>>, Axes<Sharded<1>, Sharded<2>>,
                      Axes<Zigzag<1>, Sharded<1>>, Axes<Zigzag<1>, Sharded<2>>, Axes<Sharded<2>, Sharded<2>>,
                      Axes<Replicated, Replicated>>;
 
-/// From -> To of the batch Q [B, S, H, d], K and V [B, S, H_kv, d] (V with
-/// another sequence length where `other_s`), on a counting mesh.
+/// From -> To of the batch Q [B, S, H, d], K [B, S, H_kv, d] and V (its
+/// extents `ev`), on a counting mesh.
 template <class From, class To>
 void check_pair(const CMesh& m, const E4& eq, const E4& ek, const E4& ev) {
   using P = dsp::redistribute_plan<From, To, 4>;
@@ -94,14 +95,57 @@ void all_pairs(const CMesh& m, const E4& eq, const E4& ek, const E4& ev, List<L.
 TEST_CASE("a batch of different extents on a mesh: every layout pair, every mesh shape, exact at each tensor's cost") {
   Counted cw{world()};
   const std::size_t n = std::size_t(world().size());
+  // Each setting: the packed exchange (point to point or one all-to-all-v), each tensor's own typed or
+  // point-to-point exchange.
+  for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoallv,
+                             dsp::SwitchAlgorithm::pairwise, dsp::SwitchAlgorithm::datatypes}) {
+    dsp::set_switch_algorithm(setting);
+    CAPTURE(dsp::to_string(setting));
+    for (const auto& s : shapes2(world().size())) {
+      CMesh m{cw, s};
+      CAPTURE(s);
+      const std::size_t S = 4 * n + 3, H = 2 * n + 2, Hkv = std::size_t(s[1]) > 1 ? std::size_t(s[1]) / 2 + 1 : 1;
+      // Q, K and V of GQA; a V of another sequence length (an empty block where it is shorter than the ranks).
+      all_pairs(m, E4{2, S, H, 3}, E4{2, S, Hkv, 3}, E4{2, S, Hkv, 3}, Layouts{});
+      if (setting == dsp::SwitchAlgorithm::automatic)
+        all_pairs(m, E4{1, S, H, 2}, E4{1, S, Hkv, 2}, E4{1, n > 1 ? n - 1 : 1, Hkv + 1, 2}, Layouts{});
+    }
+  }
+  dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+}
+
+TEST_CASE("a packed batch's chunks as messages under the eager limit, cut alike on both sides") {
+  using dsp::detail::chunk_piece_bytes;
+  CHECK(chunk_piece_bytes(5) == 5);
+  CHECK(chunk_piece_bytes(3968) == 3968);
+  CHECK(chunk_piece_bytes(12288) == 3072);  // 24 KiB layer at 2 ranks: 4 messages, not 3 of 4096
+  CHECK(chunk_piece_bytes(3969) == 1323);   // not 2: 3969 is odd
+  CHECK(chunk_piece_bytes(16 * 3968) == 3968);
+  CHECK(chunk_piece_bytes(16 * 3968 + 4) == 16 * 3968 + 4);  // past 16 messages: whole
+  // A batch whose chunks take several messages, on every mesh shape: exact, each tensor's cost.
+  Counted cw{world()};
   for (const auto& s : shapes2(world().size())) {
     CMesh m{cw, s};
     CAPTURE(s);
-    const std::size_t S = 4 * n + 3, H = 2 * n + 2, Hkv = std::size_t(s[1]) > 1 ? std::size_t(s[1]) / 2 + 1 : 1;
-    // Q, K and V of GQA; a V of another sequence length (an empty block where it is shorter than the ranks).
-    all_pairs(m, E4{2, S, H, 3}, E4{2, S, Hkv, 3}, E4{2, S, Hkv, 3}, Layouts{});
-    all_pairs(m, E4{1, S, H, 2}, E4{1, S, Hkv, 2}, E4{1, n > 1 ? n - 1 : 1, Hkv + 1, 2}, Layouts{});
+    check_pair<Axes<Sharded<1>, Sharded<1>>, Axes<Sharded<1>, Sharded<2>>>(m, E4{1, 64, 8, 16}, E4{1, 64, 2, 16},
+                                                                           E4{1, 64, 2, 16});
   }
+}
+
+TEST_CASE("a large mixed batch moves tensor by tensor, each its own exchange, exact at each tensor's cost") {
+  // Q's block alone is 8 MiB on every rank: past kSeparateBatchBytes, so each tensor runs its own
+  // exchange (packed from and into the tensors, or copy-free), under each setting.
+  Counted cw{world()};
+  const std::size_t n = std::size_t(world().size());
+  const E4 eq{1, 2048 * n, 16, 32}, ek{1, 2048 * n, 4, 32};
+  for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::alltoallv}) {
+    dsp::set_switch_algorithm(setting);
+    CAPTURE(dsp::to_string(setting));
+    CMesh m{cw, {1, int(n)}};
+    check_pair<Axes<Sharded<1>, Sharded<1>>, Axes<Sharded<1>, Sharded<2>>>(m, eq, ek, ek);
+    check_pair<Axes<Sharded<1>, Sharded<2>>, Axes<Sharded<1>, Sharded<1>>>(m, eq, ek, ek);
+  }
+  dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
 }
 
 TEST_CASE("a mixed batch on a mesh: element types, Blocks, a wire, the identity plan") {

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     const std::size_t own = k.local_extents()[1];
 
     for (std::size_t a = 0; a < 2; ++a) Comm(mesh.axis(a)).reset();
-    // Q, K and V (a batch of different extents) in one all-to-all along axis 1; then K and V whole down
+    // Q, K and V (a batch of different extents) in one exchange along axis 1; then K and V whole down
     // each column, one all-gather along axis 0.
     auto [qh, kq, vq] = dsp::redistribute<QHeads>(dsp::batch(q, k, v));
     auto [kh, vh] = dsp::redistribute<KvHeads>(dsp::batch(kq, vq));

@@ -293,8 +293,14 @@ def start_redistribute(x, global_shape, src, dst, comm_or_mesh, wire=None):
     ``result()`` waits first. Wait every handle on every rank (a handle dropped unwaited waits when it
     is collected); do not touch ``x`` or the result until then.
     """
+    def one_shape():
+        g, gs = _shapes(global_shape)
+        if gs:
+            raise InvalidArgument("global_shape is a list of shapes: a batch of different extents moves blocking "
+                                  "(dsp.redistribute), not split-phase; pass one shape")
+        return g
     g, s, d, w = _collective("dsp::start_redistribute", comm_or_mesh, lambda:
-                             (_shape(global_shape), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
+                             (one_shape(), _codes(src, "src"), _codes(dst, "dst"), _wire(wire)))
     return _dsp.start(x, g, s, d, comm_or_mesh, w, _sizes(src), _sizes(dst))
 
 

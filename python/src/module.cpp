@@ -907,16 +907,36 @@ auto naming_sizes(const Request& r, py::handle group, F&& f) -> decltype(f()) {
   }
 }
 
+/// On a mesh, why a batch of different extents cannot share its layouts'
+/// Blocks sizes (they cut the dim they name in every tensor: its extent must
+/// be shape 0's), or "".
+std::string mesh_blocks_extents_error(const Request& r) {
+  for (std::size_t k = 1; k < r.globals.size(); ++k)
+    for (const Codes* c : {&r.from, &r.to})
+      for (std::size_t a = 0; a < r.axes; ++a) {
+        if (!dsp::detail::is_blocks_code((*c)[a])) continue;
+        const std::size_t d = std::size_t(dsp::detail::code_dim((*c)[a]));
+        if (d < r.global.size() && r.globals[k][d] != r.global[d])
+          return r.name + ": shape " + std::to_string(k) + " of global_shape, " + shape_text(r.globals[k]) +
+                 ", has another extent along dim " + std::to_string(d) + " than shape 0, " + shape_text(r.global) +
+                 ", which dsp.Blocks cuts; on a mesh, the tensors of a batch share their Blocks sizes";
+      }
+  return "";
+}
+
 /// A redistribution on a plain communicator where a side is dsp.Zigzag or
 /// dsp.Blocks, or of a batch of different extents (C++ recut_into and
 /// recut_batch_into): the checks of the C++ front end with its sentences,
-/// then the engine's run_recut: one agreement, one exchange. On a mesh or
-/// with a Partial side, every rank raises.
+/// then the engine's run_recut: one agreement, one exchange. On a mesh, the
+/// engine's plan (its steps are exchanges between cuts); with a Partial
+/// side, every rank raises.
 py::object run_cut(Request& r, py::handle group, bool list, const std::vector<std::size_t>& src_sizes,
                    const std::vector<std::size_t>& dst_sizes) {
   if (!py::isinstance<PyComm>(group)) {  // a mesh: Zigzag on an axis, or a batch of different extents, runs
                                          // as any mesh plan (recut steps)
-    if (const std::string why = globals_error(r, list); !why.empty()) {
+    std::string why = globals_error(r, list);
+    if (why.empty()) why = mesh_blocks_extents_error(r);
+    if (!why.empty()) {
       if (r.error.empty()) r.error = why;
       r.globals.clear();
     }

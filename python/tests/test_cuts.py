@@ -120,6 +120,13 @@ def test_batch_of_other_extents(comm):
                                  "global_shape is a list of 1 shapes")
         assert expect_everywhere(lambda: dsp.start_redistribute(ms, gq, seq, heads, m).wait(), dsp.Error,
                                  "its shape is")
+        assert expect_everywhere(lambda: dsp.start_redistribute(ms, [gq, gk], seq, heads, m).wait(), dsp.Error,
+                                 "a batch of different extents moves blocking (dsp.redistribute), not split-phase")
+        # Blocks shared by a batch whose extents differ along its dim: refused (on a mesh a batch shares them).
+        sizes = [gq[1]] + [0] * (shape[0] - 1)
+        blk = (dsp.Blocks(1, sizes), dsp.Sharded(1))
+        assert expect_everywhere(lambda: dsp.redistribute(ms, [gq, (2, 5, 2, 3)], seq, blk, m), dsp.Error,
+                                 "which dsp.Blocks cuts; on a mesh, the tensors of a batch share their Blocks sizes")
 
 
 def test_pieces():

@@ -159,8 +159,7 @@ DSP_FUNC std::string batch_error(const CallFacts& f, Status& status) {
     if (!std::equal(a.extents, a.extents + rank, f.t[0].extents) && !mixed_extents_ok(f))
       return who + ": tensor " + k + " of the batch has other global extents than tensor 0; a batch of " +
              "different extents moves blocking (redistribute, dynamic_switch; exact or on a wire), not " +
-             (f.op == Op::redistribute ? "with a Partial placement" : "split-phase") +
-             " (from Python, global_shape one shape per block)";
+             (f.op == Op::redistribute ? "with a Partial placement" : "split-phase");
     if (!a.same_group_as_first) {
       if (a.mesh_shape != f.t[0].mesh_shape) {
         auto shape = [&](const std::array<int, kMaxAxes>& m) {

@@ -111,15 +111,16 @@ struct PreparedOp {
   std::size_t size = 0;
   std::size_t rank = 0;  // tensor rank
   // A batch of different extents (OpArgs::each): step t's group extents of tensor k at
-  // [(t * n + k) * rank, ...) and its block's elements after the step at [t * n + k]; else empty.
-  std::vector<std::size_t> each_group, each_out;
+  // [(t * n + k) * rank, ...) and its block's elements after the step at [t * n + k], in the
+  // thread's grow-only buffers (prepare_operation); else nullptr.
+  std::size_t *each_group = nullptr, *each_out = nullptr;
   /// Step t's group extents of every tensor (recut_items' `each`), or nullptr.
   const std::size_t* each_of(std::size_t t, std::size_t n) const {
-    return each_group.empty() ? nullptr : each_group.data() + t * n * rank;
+    return each_group ? each_group + t * n * rank : nullptr;
   }
   /// The elements of tensor k's block after step t.
   std::size_t out_elems(std::size_t t, std::size_t k, std::size_t n) const {
-    return each_out.empty() ? step(t).out_elems : each_out[t * n + k];
+    return each_out ? each_out[t * n + k] : step(t).out_elems;
   }
   std::size_t scratch_bytes[2] = {0, 0};
   bool posted_last = false;  // split-phase: the last step goes point to point, completed later
@@ -248,7 +249,7 @@ void prepare_each_step(PreparedOp& op, PreparedStep& p, const OpGroup<M>& g, con
     const std::span<const std::size_t> e = a.each.subspan(k * r, r);
     const auto in = nested_counts(e, std::span<const long>(undone.data(), g.axes), shape, coords, a.sizes);
     const auto out = nested_counts(e, std::span<const long>(state.data(), g.axes), shape, coords, a.sizes);
-    std::copy(in.begin(), in.begin() + std::ptrdiff_t(r), op.each_group.begin() + std::ptrdiff_t((t * n + k) * r));
+    std::copy(in.begin(), in.begin() + std::ptrdiff_t(r), op.each_group + (t * n + k) * r);
     op.each_out[t * n + k] = product(std::span<const std::size_t>(out.data(), r));
   }
   const StepKind kind = p.step.kind;
@@ -366,9 +367,12 @@ void prepare_operation(PreparedOp& op, const OpGroup<M>& g, const OpArgs& a, Sig
       err = std::string(op_name(sig.op)) + ": " + why;
     }
   }
-  if (!a.each.empty()) {
-    op.each_group.assign(op.size * a.items.size() * op.rank, 0);
-    op.each_out.assign(op.size * a.items.size(), 0);
+  if (!a.each.empty()) {  // grow-only, per thread: a steady loop allocates nothing (a thread runs one
+                          // blocking operation at a time; split-phase refuses different extents)
+    thread_local std::vector<std::size_t> group, out;
+    group.resize(std::max(group.size(), op.size * a.items.size() * op.rank));
+    out.resize(std::max(out.size(), op.size * a.items.size()));
+    op.each_group = group.data(), op.each_out = out.data();
   }
   std::array<long, kMaxAxes> state{};
   for (std::size_t x = 0; x < g.axes; ++x) state[x] = a.from[x];

@@ -252,6 +252,33 @@ void exchange_wired(PortOn<M>& port, std::span<const RecutArgs> items,
   }
 }
 
+/// A batch at least this large (every tensor's largest block, summed) moves
+/// tensor by tensor (RecutRun::separate): measured, three GQA tensors of
+/// 96 MiB in all moved 1.24-1.30x slower as one packed exchange than as
+/// three switches (docs/benchmarks.md); at 24 KiB one exchange is 0.74-0.84x.
+inline constexpr std::size_t kSeparateBatchBytes = std::size_t(4) << 20;
+
+/// The packed exchange of one tensor's own plan: its own part copied, the
+/// rest packed (or sent from the tensor where its plan allows), one
+/// all-to-all-v, unpacked (or received into the tensor).
+template <class M>
+void exchange_packed(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
+  const auto exec = port.exec();
+  copy_runs(exec, a.dst, a.src, a.elem_bytes, c.self, true);
+  if (port.size() > 1 && c.bound > 0) {
+    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
+    unsigned char* sbuf = ws ? ws->send() : nullptr;
+    unsigned char* rbuf = ws ? ws->recv() : nullptr;
+    copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack, true);
+    fence_before_transfer(port, exec);
+    port.all_to_all_v(c.send_from_input ? a.src : sbuf, c.send_counts, c.send_displs,
+                      c.recv_into_output ? a.dst : static_cast<void*>(rbuf), c.recv_counts, c.recv_displs, a.elem_bytes,
+                      c.bound);
+    copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack, true);
+  }
+  fence_after(port, exec);
+}
+
 /// The exchange of one tensor's own plan (point to point or typed), its own
 /// part copied meanwhile.
 template <class M>
@@ -336,26 +363,36 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
     return;
   }
   // A batch whose every tensor would move without copies on its own does so, in turn (two copies per
-  // byte saved); else one packed all-to-all-v of every tensor's sections.
+  // byte saved), and so does a large batch (each tensor its own exchange, a packed one sending from
+  // and receiving into the tensors where it can: what one packed exchange of the whole batch saves is
+  // a collective per tensor, which pays only for small blocks); else one packed exchange of every
+  // tensor's sections. `most`: every tensor's largest block, summed (equal on every rank of the port).
+  std::size_t most = 0;
+  for (const RecutArgs& a : items) most += largest_cut_block(a.global, a.from, a.to, n) * a.elem_bytes;
   r.separate = items.size() == 1;
-  if (!r.separate) {
-    r.separate = !r.whole_in;
+  if (!r.separate && !r.whole_in) {
+    bool copy_free = true;
     for (const RecutArgs& a : items)
-      r.separate = r.separate && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting) != CutMode::packed;
+      copy_free = copy_free && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting) != CutMode::packed;
+    r.separate = copy_free || most >= kSeparateBatchBytes;
   }
   for (std::size_t k = 0; k < items.size(); ++k)
     r.plans[k] = r.separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
                             : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
   std::size_t sb = 0, rb = 0;
-  if (items.size() == 1 && r.plans[0]->mode == CutMode::packed)
-    sb = r.plans[0]->send_elems * items[0].elem_bytes, rb = r.plans[0]->recv_elems * items[0].elem_bytes;
+  if (r.separate)  // each packed tensor in turn: the workspace of the largest
+    for (std::size_t k = 0; k < items.size(); ++k)
+      if (r.plans[k]->mode == CutMode::packed)
+        sb = std::max(sb, r.plans[k]->send_elems * items[k].elem_bytes),
+        rb = std::max(rb, r.plans[k]->recv_elems * items[k].elem_bytes);
   if (!r.separate) {
     batch_sections(items, r.plans, n, r.sections);
     sb = r.sections.send_bytes, rb = r.sections.recv_bytes;
-    // Under automatic and pairwise, point to point where the backend can (small chunks under the
-    // transport's eager limit: one round trip fewer than an all-to-all-v; docs/benchmarks.md).
+    // Under automatic and pairwise, small chunks go point to point where the backend can, cut into
+    // messages under the transport's eager limit: one round trip fewer than an all-to-all-v
+    // (docs/benchmarks.md). Small: `most` fits kMaxEagerPieces messages.
     r.sectioned = (setting == SwitchAlgorithm::automatic || setting == SwitchAlgorithm::pairwise) && caps.peer &&
-                  n > 1 && !r.whole_in;
+                  n > 1 && !r.whole_in && most <= kMaxEagerPieces * kEagerMessageBytes;
     if (r.sectioned) chunk_peer_messages(r.sections, p, n, r.section_sends, r.section_recvs);
   }
   if (n > 1 && !r.whole_in && (sb || rb)) workspace<M>(port).reserve(sb, rb);
@@ -388,8 +425,11 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
     fence_after(port, exec);
     return;
   }
-  if (r.separate && r.plans[0]->mode != CutMode::packed) {
-    for (std::size_t k = 0; k < items.size(); ++k) exchange_one(port, *r.plans[k], items[k]);
+  if (r.separate) {  // one tensor, or each tensor's own exchange in turn
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      if (r.plans[k]->mode == CutMode::packed) exchange_packed(port, *r.plans[k], items[k]);
+      else exchange_one(port, *r.plans[k], items[k]);
+    }
     return;
   }
   for (std::size_t k = 0; k < items.size(); ++k)
@@ -398,18 +438,7 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
     const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
     unsigned char* sbuf = ws ? ws->send() : nullptr;
     unsigned char* rbuf = ws ? ws->recv() : nullptr;
-    if (items.size() == 1) {
-      const CutPlan& c = *r.plans[0];
-      const RecutArgs& a = items[0];
-      if (c.bound > 0) {
-        copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack, true);
-        fence_before_transfer(port, exec);
-        port.all_to_all_v(c.send_from_input ? a.src : sbuf, c.send_counts, c.send_displs,
-                          c.recv_into_output ? a.dst : static_cast<void*>(rbuf), c.recv_counts, c.recv_displs,
-                          a.elem_bytes, c.bound);
-        copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack, true);
-      }
-    } else if (r.sections.bound > 0) {
+    if (r.sections.bound > 0) {
       for (std::size_t k = 0; k < items.size(); ++k)
         copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, r.sections.pack[k], true);
       fence_before_transfer(port, exec);

@@ -156,7 +156,8 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   if (setting != SwitchAlgorithm::automatic) return CutMode::packed;
   const std::size_t piece = min_cut_piece(global, in, out, n) * elem_bytes;
   if (caps.peer && piece >= kPairwiseBytes) return CutMode::peer;
-  const std::size_t chunk = product(global) / (n * n) * elem_bytes;
+  // A peer's chunk, on average: a block's share per peer, or (into Replicated) the whole block.
+  const std::size_t chunk = product(global) / (out.cut.kind == Cut::Kind::whole ? n : n * n) * elem_bytes;
   if (typed_ok && piece >= kTypedRunBytes && chunk < kTypedChunkBytes) return CutMode::typed;
   return CutMode::packed;
 }
