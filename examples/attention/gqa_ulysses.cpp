@@ -11,6 +11,7 @@
 // are printed beside the fewest that can do it.
 //
 //   mpiexec -n 8 ./attention_gqa [S] [H_kv]      (defaults: 37 2; H = 4 H_kv)
+#include "../help.hpp"
 #include "attend.hpp"
 
 #include <dsp/comm/counting.hpp>
@@ -58,8 +59,17 @@ std::size_t sum_all(std::size_t x) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N attention_gqa [S] [H_kv]\n"
+    "  Grouped-query attention with Ulysses switches and replicate-to-fill (docs/attention.md).\n"
+    "  S: sequence length (default 37), H_kv >= 1: key/value heads (default 2); H = 4 H_kv.";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int failed = 0;
   {

@@ -11,6 +11,7 @@
 // closed form.
 //
 //   mpiexec -n 4 ./attention_joint [Sv] [St]      (defaults: 29 5; H = 6)
+#include "../help.hpp"
 #include "attend.hpp"
 
 #include <dsp/comm/counting.hpp>
@@ -36,8 +37,17 @@ float input(int which, bool text, const G4& g) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N attention_joint [Sv] [St]\n"
+    "  Joint attention over sharded video tokens and replicated text tokens (docs/attention.md).\n"
+    "  Sv: video tokens (default 29), St: text tokens (default 5); H = 6.";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int failed = 0;
   {

@@ -14,6 +14,7 @@
 // each rank sends (dsp's, counted, and the ring's) against their closed form.
 //
 //   mpiexec -n 4 ./attention_usp [S] [r]      (defaults: 23, the balanced mesh's first axis)
+#include "../help.hpp"
 #include "attend.hpp"
 
 #include <dsp/comm/counting.hpp>
@@ -44,8 +45,17 @@ float input(int which, const G4& g) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N attention_usp [S] [r]\n"
+    "  USP: ring passes over mesh axis 0 (r ranks), Ulysses switches over axis 1 (docs/attention.md).\n"
+    "  S: sequence length (default 23), r >= 1 dividing N: ring ranks (default: dsp::mesh_shape<2>(N)[0]).";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int failed = 0;
   {

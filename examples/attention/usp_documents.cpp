@@ -13,6 +13,7 @@
 // bytes each rank sends against their closed form (nothing on the ring axis).
 //
 //   mpiexec -n 4 ./attention_usp_documents [r]      (default: the balanced mesh's first axis)
+#include "../help.hpp"
 #include "attend.hpp"
 
 #include <dsp/comm/counting.hpp>
@@ -69,8 +70,17 @@ void masked(std::size_t B, std::size_t base, std::size_t n, std::size_t h, std::
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N attention_usp_documents [r]\n"
+    "  USP over packed documents of different lengths, the ring axis cut by Blocks (docs/attention.md).\n"
+    "  r >= 1 dividing N: ring ranks (default: dsp::mesh_shape<2>(N)[0]).";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int failed = 0;
   {

@@ -13,6 +13,7 @@
 // counted, and the ring's) against their closed form.
 //
 //   mpiexec -n 4 ./attention_zigzag [S]      (default 24; B = 2, H = 3, d = 8)
+#include "../help.hpp"
 #include "attend.hpp"
 
 #include <dsp/comm/counting.hpp>
@@ -54,8 +55,17 @@ std::size_t causal_pairs(std::span<const Piece> rows) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N attention_zigzag [S]\n"
+    "  Causal ring attention on a Zigzag sequence layout (docs/attention.md).\n"
+    "  S: sequence length (default 24); B = 2, H = 3, d = 8.";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int failed = 0;
   {

@@ -12,6 +12,8 @@
 //   mpirun -np 2 build/examples/checkpoint --load /tmp/activations.h5    (any count: 2 also loads on a mesh)
 //
 // Exit status 1 when an element differs, 2 on a usage error.
+#include "../help.hpp"
+
 #include <dsp/hdf5.hpp>
 #include <dsp/mpi.hpp>
 
@@ -40,8 +42,18 @@ int check(const Y& y, const char* layout, int rank) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N checkpoint --save FILE | --load FILE\n"
+    "  --save: activations [B, T, S, C] in the temporal layout to one HDF5 dataset; --load: on any rank\n"
+    "  count, in the spatial layout (and on a 2 x N/2 mesh when N is even), every element checked.\n"
+    "  Exit status 1 when an element differs, 2 on a usage error.";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int rc = 0;
   {

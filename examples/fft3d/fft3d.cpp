@@ -17,6 +17,7 @@
 // before planning, if the file exists, and exports its wisdom there after, so
 // a second run with the same sizes plans at once (FFTW_MEASURE's timing runs
 // are skipped). Exit status 1 when an error is above its tolerance.
+#include "../help.hpp"
 #include "verify.hpp"
 
 #include <algorithm>
@@ -183,8 +184,18 @@ std::array<int, 2> measure_mesh(fft3d::Comm& comm, const Options& o, unsigned fl
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N fft3d [--size N0xN1xN2] [--mesh P0xP1|measure] [--mode slab|pencil|both]\n"
+    "                        [--plan measure|estimate] [--iters K] [--check 0|1] [--wisdom PREFIX]\n"
+    "  A distributed 3-D FFT, slab and pencil, forward and inverse: times and errors against serial FFTW,\n"
+    "  FFTW-MPI (where installed) and the input.";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   Kokkos::initialize(argc, argv);
   int rc = 0;
   {

@@ -14,6 +14,7 @@
 // data parallel x sequence parallel layer (st::dpsp_layer) on that mesh: the
 // counted bytes per device on each mesh axis (max over ranks) beside the cost
 // model's, the same times, and its time over the 1-D DSP layer's on N ranks.
+#include "../help.hpp"
 #include "layer.hpp"
 
 #include <algorithm>
@@ -117,8 +118,16 @@ double min_ms(const Comm& f, int iters) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: mpiexec -n N bench_spatial_temporal [B T S C H F iterations [DPxSP]]\n"
+    "  Times one spatial-temporal layer per sequence-parallel strategy; prints Markdown rows (rank 0).";
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
+  if (example::asked_for_help(argc, argv, kUsage)) {
+    MPI_Finalize();
+    return 0;
+  }
   int world_size = 0, world_rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
