@@ -116,9 +116,11 @@ std::array<std::size_t, R> to_array(const std::vector<std::size_t>& v) {
 }
 
 /// The switch's methods. `planning`: only the planning comparison (dsp
-/// under each planning mode, each algorithm forced, and the reference).
+/// under each planning mode, each algorithm forced, and the reference), in
+/// the group `prefix` (default "planning").
 template <std::size_t R, std::size_t I, std::size_t J>
-void add_switch(const std::vector<std::size_t>& g, bool latency = false, bool planning = false) {
+void add_switch(const std::vector<std::size_t>& g, bool latency = false, bool planning = false,
+                const char* prefix = "planning") {
   using X = dsp::DistTensor<float, R, dsp::Sharded<I>, Comm>;
   using Y = dsp::DistTensor<float, R, dsp::Sharded<J>, Comm>;
   const int n = comm().size();
@@ -126,7 +128,7 @@ void add_switch(const std::vector<std::size_t>& g, bool latency = false, bool pl
   std::size_t total = 1;
   for (auto e : g) total *= e;
   const std::string group = std::string(latency    ? "latency"
-                                        : planning ? "planning"
+                                        : planning ? prefix
                                                    : "switch") +
                             "/" + shape_text(g) + "/" + std::to_string(I) + "->" + std::to_string(J) + "/np" +
                             std::to_string(n);
@@ -729,9 +731,16 @@ int main(int argc, char** argv) {
     add_switch<4, 1, 2>({2, 512, 16, 64}, false, true);
     add_switch<3, 2, 0>({96, 96, 96}, false, true);
     add_switch<3, 0, 1>({40, 24, 6}, false, true);
+    const int n = comm().size();
+    // Small switches around the transport's eager limit (docs/benchmarks.md, "Small exchanges: datatypes
+    // and eager pieces"): float [a n, 2 n, 16] (128-byte runs), chunks of 2 to 64 KiB at any rank count,
+    // and [a n, 2 n, 8] (64-byte runs), chunks of 4 and 8 KiB.
+    for (const std::size_t a : {16, 32, 64, 128, 256, 512})
+      add_switch<3, 0, 1>({a * std::size_t(n), 2 * std::size_t(n), 16}, false, true, "small");
+    for (const std::size_t a : {64, 128})
+      add_switch<3, 0, 1>({a * std::size_t(n), 2 * std::size_t(n), 8}, false, true, "small");
     add_gather<3, 0>({64, 4096, 128});
     add_gather<3, 1>({64, 4096, 128});
-    const int n = comm().size();
     add_mesh_switch<2, 0>({64, 4096, 128}, {n, 1});
     add_mesh_switch<2, 1>({64, 4096, 128}, {1, n});
     add_mesh_switch<2, 0>({16, 16, 8}, {n, 1});  // small: the fixed cost the mesh layer adds
@@ -740,7 +749,9 @@ int main(int argc, char** argv) {
                           std::size_t(16) << 20, std::size_t(64) << 20})
       add_batch(b);
     for (std::size_t b : {std::size_t(1) << 20, std::size_t(16) << 20, std::size_t(256) << 20}) add_wire(b);
-    add_cut({1, 64, 4, 16});      // 16 KiB: the Sharded switch takes one MPI_Alltoall at 2 ranks
+    add_cut({1, 64, 4, 16});      // 16 KiB: chunks of 4 KiB at 2 ranks, 1 KiB at 4
+    add_cut({1, 128, 4, 16});     // 32 KiB: 8 KiB at 2 ranks, 2 KiB at 4
+    add_cut({1, 256, 4, 16});     // 64 KiB: 16 KiB at 2 ranks, 4 KiB at 4
     add_cut({1, 256, 8, 64});     // 512 KiB
     add_cut({1, 2048, 16, 64});   // 8 MiB
     add_cut({1, 8192, 32, 128});  // 128 MiB

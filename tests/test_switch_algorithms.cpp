@@ -6,8 +6,10 @@
 
 #include <doctest/doctest.h>
 
+#include <dsp/comm/counting.hpp>
 #include <dsp/kernels/copy.hpp>  // internals under test: the streaming copy
 #include <dsp/plan/gather.hpp>
+#include <dsp/plan/packed.hpp>  // and the eager-pieces rule
 
 #include <vector>
 
@@ -88,6 +90,16 @@ TEST_CASE("automatic picks from global values, so every rank picks the same") {
   CHECK(choose(wide, 2, true, true) == A::alltoallv);
   const std::size_t long_runs[] = {8, 512, 128};  // 128 KiB runs: pairwise
   CHECK(choose(long_runs, 2, true, true) == A::pairwise);
+  // One tensor's small switch takes the datatypes from 128-byte runs (chunks up to 64 KiB); a batch's
+  // member, deciding whether the batch moves tensor by tensor, from 256.
+  const std::size_t runs128[] = {128, 4, 16};  // 2 x 16 floats per run, chunks of 8 KiB at 2 ranks
+  CHECK(choose(runs128, 2, true, true) == A::datatypes);
+  CHECK(dsp::detail::choose_switch(std::span(runs128, 3), 0, 1, 2, 4, {true, true}, A::automatic, false) ==
+        A::alltoallv);
+  const std::size_t runs128_big[] = {2048, 4, 16};  // the same runs in 128 KiB chunks: packed
+  CHECK(choose(runs128_big, 2, true, true) == A::alltoallv);
+  const std::size_t runs64[] = {256, 4, 8};  // 64-byte runs: packed (in eager pieces: plan_switch_step)
+  CHECK(choose(runs64, 2, true, true) == A::alltoallv);
   CHECK(choose(big, 2, false, false) == A::alltoallv);
   const std::size_t uneven[] = {15, 17, 8};
   CHECK(choose(uneven, 2, true, false) != A::alltoall);
@@ -168,4 +180,85 @@ TEST_CASE("gather of a dim that is not the first goes point to point when its ru
     CHECK(count_wrong(x) == 0);
   }
   dsp::detail::mpi_count_limit() = saved;
+}
+
+TEST_CASE("small exchanges whose chunks pass the eager limit go point to point in eager pieces") {
+  using A = dsp::SwitchAlgorithm;
+  using dsp::detail::eager_pieces_chunk;
+  // The window: past kEagerMessageBytes, up to kEagerPiecesChunkBytes.
+  CHECK(!eager_pieces_chunk(3968));
+  CHECK(eager_pieces_chunk(3969));
+  CHECK(eager_pieces_chunk(8192));
+  CHECK(!eager_pieces_chunk(8193));
+  const std::size_t odd[] = {9, 14, 5};  // over 4 ranks rank 0 holds 3 of 9 and 4 of 14
+  CHECK(dsp::detail::largest_switch_chunk(odd, 0, 1, 4, 4) == 3 * 4 * 5 * 4);
+  CHECK(dsp::detail::largest_switch_chunk(odd, 0, 1, 1, 4) == 9 * 14 * 5 * 4);
+
+  using C = dsp::CountingCommunicator<dsp::MpiCommunicator>;
+  C comm{world()};
+  const int n = comm.size();
+  const std::size_t un = std::size_t(n), me = std::size_t(comm.rank());
+  // Sharded<0> -> Sharded<1> of float [a n, b n, 8]: runs of b 8 4 bytes (64: a packing collective
+  // under the automatic rule), chunks of a b 8 4 bytes. `pieces`: messages per peer in eager pieces,
+  // 0 when the chunk goes as one collective.
+  struct Case {
+    std::size_t a, b, pieces;
+  };
+  for (const Case c : {Case{64, 2, 2}, Case{128, 2, 4}, Case{32, 2, 0}, Case{256, 2, 0}}) {
+    const std::array<std::size_t, 3> g{c.a * un, c.b * un, 8};
+    CAPTURE(c.a);
+    CAPTURE(c.b);
+    dsp::DistTensor<float, 3, dsp::Sharded<0>, C> x{comm, g};
+    fill(x);
+    dsp::DistTensor<float, 3, dsp::Sharded<1>, C> y{comm, g};
+    const auto cost = dsp::transition_cost<dsp::Sharded<0>, dsp::Sharded<1>>(g, 4, un, me);
+    for (const A setting : {A::automatic, A::alltoallv}) {
+      CAPTURE(int(setting));
+      Algorithm use(setting);
+      comm.reset();
+      dsp::dynamic_switch<1>(x, y);
+      const auto counts = comm.counts();
+      CHECK(count_wrong(y) == 0);
+      CHECK(count_wrong(x) == 0);
+      CHECK(counts.bytes_sent == cost.bytes);
+      CHECK(counts.control <= 1);
+      if (n < 2) continue;
+      const bool pieces = c.pieces > 0 && setting == A::automatic;
+      CHECK(counts.exchange == (pieces ? 1u : 0u));
+      CHECK(counts.all_to_all == (pieces ? 0u : 1u));
+      if (pieces) CHECK(counts.messages == c.pieces * (un - 1));
+    }
+  }
+  // Into Zigzag<0> (the cut engine): [a n, 4 n, 4] float from Sharded<1>, 64-byte runs (packed),
+  // chunks of a 64 bytes on average.
+  for (const Case c : {Case{64, 0, 1}, Case{128, 0, 1}, Case{256, 0, 0}}) {
+    const std::array<std::size_t, 3> g{c.a * un, 4 * un, 4};
+    CAPTURE(c.a);
+    dsp::DistTensor<float, 3, dsp::Sharded<1>, C> x{comm, g};
+    fill(x);
+    dsp::DistTensor<float, 3, dsp::Zigzag<0>, C> y{comm, g};
+    comm.reset();
+    dsp::redistribute<dsp::Zigzag<0>>(x, y);
+    const auto counts = comm.counts();
+    std::size_t wrong = 0;  // a Zigzag block: local indices from `first` on continue at global `second`
+    const dsp::Split split = y.block_split();
+    const float* p = y.local().data();
+    for_each_local(y, [&](const auto& idx, auto gi, std::size_t k) {
+      if (split.dim != dsp::Split::none && idx[split.dim] >= split.first)
+        gi[split.dim] = split.second + (idx[split.dim] - split.first);
+      if (!(p[k] == value_at<float>(linear(gi, g)))) ++wrong;
+    });
+    CHECK(wrong == 0);
+    CHECK(count_wrong(x) == 0);
+    CHECK(counts.control <= 1);
+    if (n < 2) continue;
+    CHECK(counts.exchange == (c.pieces ? 1u : 0u));
+    CHECK(counts.all_to_all == (c.pieces ? 0u : 1u));
+    // and back
+    dsp::DistTensor<float, 3, dsp::Sharded<1>, C> z{comm, g};
+    comm.reset();
+    dsp::redistribute<dsp::Sharded<1>>(y, z);
+    CHECK(count_wrong(z) == 0);
+    CHECK(comm.counts().exchange == (c.pieces ? 1u : 0u));
+  }
 }

@@ -204,6 +204,21 @@ void plan_switch_step(PreparedStep& p, const PrepareState& ps, PortOn<M>& port, 
   const std::size_t i = std::size_t(p.step.from), j = std::size_t(p.step.to);
   const bool single =
       ps.exact_one && (!post || posted_runs_bound(ge, std::max(i, j), std::min(i, j), port.size()) <= kMaxPostedRuns);
+  const PackedArgs pa{a.items, ge, i, j, a.wire};
+  if (single && !post && s == SwitchAlgorithm::automatic && a.wire == Wire::exact && !port.caps().stream_ordered) {
+    // A small switch whose chunks pass a host transport's eager limit: packed, in eager pieces
+    // (plan/packed.hpp; a stream-ordered backend such as NCCL has no such limit).
+    const Capabilities caps = capabilities_of(port);
+    const std::size_t eb = a.items[0].elem_bytes;
+    const SwitchPlan& own = *cached_switch_plan(ge, i, j, port.rank(), port.size(), eb, caps, s);
+    const SwitchAlgorithm chosen = std::holds_alternative<AlltoallPlan>(own)    ? SwitchAlgorithm::alltoall
+                                   : std::holds_alternative<AlltoallvPlan>(own) ? SwitchAlgorithm::alltoallv
+                                                                                : SwitchAlgorithm::pairwise;
+    if (switch_in_eager_pieces(ge, i, j, port.size(), eb, caps, s, chosen)) {
+      p.packed = plan_and_reserve_packed<M>(port, pa, s);
+      return;
+    }
+  }
   if (single) {
     p.single = post
                    ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,
@@ -211,7 +226,6 @@ void plan_switch_step(PreparedStep& p, const PrepareState& ps, PortOn<M>& port, 
                    : plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, a.items[0].elem_bytes, ge, i, j}, s);
     return;
   }
-  const PackedArgs pa{a.items, ge, i, j, a.wire};
   // Posted chunks always pack (setting alltoallv: never one plan per tensor).
   p.packed = post ? cached_packed_plan(pa, port.rank(), port.size(), capabilities_of(port), SwitchAlgorithm::alltoallv)
                   : plan_and_reserve_packed<M>(port, pa, s);

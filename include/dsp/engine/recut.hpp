@@ -308,24 +308,9 @@ struct RecutRun {
   std::vector<PeerRuns> section_sends, section_recvs;
 };
 
-/// The most messages a chunk of a packed batch is cut into to stay under the
-/// transport's eager limit (kEagerMessageBytes); a larger chunk goes whole.
-inline constexpr std::size_t kMaxEagerPieces = 16;
-
-/// The size of the messages a packed batch's chunk of `bytes` is cut into:
-/// the fewest of at most kEagerMessageBytes that divide it evenly (up to
-/// kMaxEagerPieces of them), or else the whole chunk. Unlike a switch's
-/// sections (packed_message_bytes), a cut batch's sections differ in size, so
-/// a message need not be one tensor's. Both sides of a pair compute it from
-/// the same byte count.
-inline std::size_t chunk_piece_bytes(std::size_t bytes) {
-  for (std::size_t m = (bytes + kEagerMessageBytes - 1) / kEagerMessageBytes; m > 1 && m <= kMaxEagerPieces; ++m)
-    if (bytes % m == 0) return bytes / m;
-  return bytes;
-}
-
-/// The chunks of a packed batch as messages (chunk_piece_bytes), peer by
-/// peer from the nearest.
+/// The chunks of a packed batch as messages (chunk_piece_bytes, plan/packed.hpp:
+/// unlike a switch batch's sections, a cut batch's sections differ in size,
+/// so a message need not be one tensor's), peer by peer from the nearest.
 inline void chunk_peer_messages(const BatchSections& b, std::size_t p, std::size_t n, std::vector<PeerRuns>& sends,
                                 std::vector<PeerRuns>& recvs) {
   sends.clear(), recvs.clear();
@@ -367,13 +352,22 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
   // and receiving into the tensors where it can: what one packed exchange of the whole batch saves is
   // a collective per tensor, which pays only for small blocks); else one packed exchange of every
   // tensor's sections. `most`: every tensor's largest block, summed (equal on every rank of the port).
+  if (items.size() == 1) {
+    // One tensor: its own exchange, or (packed, a small one whose chunks pass the eager limit) its chunks
+    // in eager pieces, through the batch's sections below (plan/packed.hpp, kEagerPiecesChunkBytes).
+    const RecutArgs& a = items[0];
+    r.separate = !(setting == SwitchAlgorithm::automatic && caps.peer && !port.caps().stream_ordered && n > 1 &&
+                   !r.whole_in && eager_pieces_chunk(average_cut_chunk(a.global, a.to, n) * a.elem_bytes) &&
+                   cached_cut_plan(a, p, n, caps, setting, true)->mode == CutMode::packed);
+  }
   std::size_t most = 0;
-  for (const RecutArgs& a : items) most += largest_cut_block(a.global, a.from, a.to, n) * a.elem_bytes;
-  r.separate = items.size() == 1;
-  if (!r.separate && !r.whole_in) {
+  if (!r.separate)
+    for (const RecutArgs& a : items) most += largest_cut_block(a.global, a.from, a.to, n) * a.elem_bytes;
+  if (items.size() > 1 && !r.whole_in) {
     bool copy_free = true;
     for (const RecutArgs& a : items)
-      copy_free = copy_free && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting) != CutMode::packed;
+      copy_free =
+          copy_free && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting, false) != CutMode::packed;
     r.separate = copy_free || most >= kSeparateBatchBytes;
   }
   for (std::size_t k = 0; k < items.size(); ++k)
@@ -392,7 +386,7 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
     // messages under the transport's eager limit: one round trip fewer than an all-to-all-v
     // (docs/benchmarks.md). Small: `most` fits kMaxEagerPieces messages.
     r.sectioned = (setting == SwitchAlgorithm::automatic || setting == SwitchAlgorithm::pairwise) && caps.peer &&
-                  n > 1 && !r.whole_in && most <= kMaxEagerPieces * kEagerMessageBytes;
+                  n > 1 && !r.whole_in && (items.size() == 1 || most <= kMaxEagerPieces * kEagerMessageBytes);
     if (r.sectioned) chunk_peer_messages(r.sections, p, n, r.section_sends, r.section_recvs);
   }
   if (n > 1 && !r.whole_in && (sb || rb)) workspace<M>(port).reserve(sb, rb);

@@ -49,6 +49,13 @@ inline SideBoxes side_boxes(std::span<const std::size_t> global, const CutSide& 
   return b;
 }
 
+/// A peer's chunk of an exchange into `out` over n ranks, on average, in
+/// elements: a block's share per peer, or (into Replicated) the whole block.
+/// Equal on every rank.
+inline std::size_t average_cut_chunk(std::span<const std::size_t> global, const CutSide& out, std::size_t n) {
+  return product(global) / (out.cut.kind == Cut::Kind::whole ? n : n * n);
+}
+
 /// How a cut exchange moves data: point-to-point messages straight between
 /// the blocks' runs (`peer`), the same runs as one typed collective in which
 /// the backend packs while it transfers (`typed`: MPI_Alltoallw), or packed
@@ -143,12 +150,12 @@ inline std::size_t largest_cut_block(std::span<const std::size_t> global, const 
 /// How the exchange runs, from values equal on every rank, as the Sharded
 /// switch chooses (choose_switch): under `automatic`, point to point when
 /// every message is kPairwiseBytes or more, the typed collective when every
-/// run is kTypedRunBytes or more, a peer's chunk (on average) under
-/// kTypedChunkBytes and every byte offset fits an int, else packed; a
+/// byte offset fits an int and the runs and a peer's chunk (on average) pass
+/// typed_by_rule (`alone`: one tensor's own exchange), else packed; a
 /// forced setting where the backend can (pairwise: peer, datatypes: typed),
 /// else packed.
 inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n,
-                        std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting) {
+                        std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting, bool alone = true) {
   if (n < 2 || in.cut.kind == Cut::Kind::whole) return CutMode::packed;
   const bool typed_ok = caps.typed && largest_cut_block(global, in, out, n) * elem_bytes <= std::size_t(INT_MAX);
   if (setting == SwitchAlgorithm::pairwise) return caps.peer ? CutMode::peer : CutMode::packed;
@@ -156,9 +163,11 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   if (setting != SwitchAlgorithm::automatic) return CutMode::packed;
   const std::size_t piece = min_cut_piece(global, in, out, n) * elem_bytes;
   if (caps.peer && piece >= kPairwiseBytes) return CutMode::peer;
-  // A peer's chunk, on average: a block's share per peer, or (into Replicated) the whole block.
-  const std::size_t chunk = product(global) / (out.cut.kind == Cut::Kind::whole ? n : n * n) * elem_bytes;
-  if (typed_ok && piece >= kTypedRunBytes && chunk < kTypedChunkBytes) return CutMode::typed;
+  const std::size_t chunk = average_cut_chunk(global, out, n) * elem_bytes;
+  // Up to kSmallSwitchBytes per rank packed, as the switch takes its one all-to-all there (and a
+  // chunk past the eager limit then goes in eager pieces: engine/recut.hpp).
+  if (product(global) / n * elem_bytes <= kSmallSwitchBytes) return CutMode::packed;
+  if (typed_ok && typed_by_rule(piece, chunk, alone)) return CutMode::typed;
   return CutMode::packed;
 }
 

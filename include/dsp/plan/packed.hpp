@@ -81,15 +81,74 @@ struct PackedPlan {
   std::vector<Sections> sections;  // exact wire: one per tensor
 };
 
+/// Messages of at most this many bytes go eagerly over Open MPI's shared
+/// memory (its 4 KiB limit counts a header of a few dozen bytes).
+inline constexpr std::size_t kEagerMessageBytes = 4096 - 128;
+
+/// The most messages a chunk is cut into to stay under kEagerMessageBytes; a
+/// larger chunk goes whole.
+inline constexpr std::size_t kMaxEagerPieces = 16;
+
+/// The size of the messages a chunk of `bytes` is cut into: the fewest of at
+/// most kEagerMessageBytes that divide it evenly (up to kMaxEagerPieces of
+/// them), or else the whole chunk. Both sides of a pair compute it from the
+/// same byte count.
+inline std::size_t chunk_piece_bytes(std::size_t bytes) {
+  for (std::size_t m = (bytes + kEagerMessageBytes - 1) / kEagerMessageBytes; m > 1 && m <= kMaxEagerPieces; ++m)
+    if (bytes % m == 0) return bytes / m;
+  return bytes;
+}
+
+/// One tensor's exchange whose largest chunk (bytes one rank sends another)
+/// is past the eager limit but at most this goes, under the automatic
+/// setting, as packed chunks cut into eager messages (chunk_piece_bytes),
+/// point to point, instead of one all-to-all(-v) whose messages would each
+/// wait for the receiver (rendezvous). Measured (docs/benchmarks.md, "Small
+/// exchanges: datatypes and eager pieces"): chunks of 4 and 8 KiB moved in
+/// 0.68-0.98 of the collective's time at 2 and 4 ranks, 16 KiB chunks in
+/// 1.08-1.11, and chunks already under the limit 1.4-1.6x slower as messages
+/// than as one MPI_Alltoall.
+inline constexpr std::size_t kEagerPiecesChunkBytes = std::size_t(8) << 10;
+inline constexpr bool eager_pieces_chunk(std::size_t chunk_bytes) {
+  return chunk_bytes > kEagerMessageBytes && chunk_bytes <= kEagerPiecesChunkBytes;
+}
+
+/// The largest chunk of a switch Sharded<i> -> Sharded<j> over n ranks, in
+/// bytes (rank 0's blocks are the largest on both sides): equal on every rank.
+inline std::size_t largest_switch_chunk(std::span<const std::size_t> global, std::size_t i, std::size_t j,
+                                        std::size_t n, std::size_t elem_bytes) {
+  std::size_t c = elem_bytes;
+  for (std::size_t d = 0; d < global.size(); ++d) c *= d == i || d == j ? Partition{global[d], n}.count(0) : global[d];
+  return c;
+}
+
+/// Whether one tensor's blocking switch goes in eager pieces (see
+/// kEagerPiecesChunkBytes): the automatic setting would run a packing
+/// collective (`chosen`: alltoall or alltoallv), the backend has
+/// point-to-point exchange, and the largest chunk is in the window. From
+/// values every rank shares.
+inline bool switch_in_eager_pieces(std::span<const std::size_t> global, std::size_t i, std::size_t j, int size,
+                                   std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting,
+                                   SwitchAlgorithm chosen) {
+  return setting == SwitchAlgorithm::automatic && caps.peer && size > 1 && i != j &&
+         (chosen == SwitchAlgorithm::alltoall || chosen == SwitchAlgorithm::alltoallv) &&
+         eager_pieces_chunk(largest_switch_chunk(global, i, j, std::size_t(size), elem_bytes));
+}
+
 /// Whether a packed batch's chunks go point-to-point in a blocking switch:
 /// under the automatic and pairwise settings (the others name a collective,
 /// which the batch then uses). Decided from values every rank shares (the
 /// element sizes, the backend's capabilities, the setting), so that all ranks
 /// take the same exchange; the sections must be one size, for a message to be
-/// one tensor's on both sides of every pair.
+/// one tensor's on both sides of every pair. One tensor goes so only in eager
+/// pieces (switch_in_eager_pieces), its chunks cut by chunk_piece_bytes.
 inline bool packed_sectioned(const PackedArgs& a, int size, Capabilities caps, SwitchAlgorithm setting) {
   if (setting != SwitchAlgorithm::automatic && setting != SwitchAlgorithm::pairwise) return false;
-  if (!caps.peer || a.items.size() < 2 || a.i == a.j || size < 2) return false;
+  if (a.items.size() == 1)  // one tensor: only in eager pieces (plan_switch_step)
+    return a.wire == Wire::exact &&
+           switch_in_eager_pieces(a.global, a.i, a.j, size, a.items[0].elem_bytes, caps, setting,
+                                  choose_switch(a.global, a.i, a.j, size, a.items[0].elem_bytes, caps, setting));
+  if (!caps.peer || a.i == a.j || size < 2) return false;
   for (const PackedItem& t : a.items)
     if (t.elem_bytes != a.items.front().elem_bytes) return false;  // (on a wire too: a mixed batch takes the v path)
   return true;
@@ -107,10 +166,6 @@ inline bool packed_equal(const PackedArgs& a, int size, SwitchAlgorithm setting)
   return setting == SwitchAlgorithm::alltoall && size > 1 && a.i != a.j && a.global[a.i] % n == 0 &&
          a.global[a.j] % n == 0;
 }
-
-/// Messages of at most this many bytes go eagerly over Open MPI's shared
-/// memory (its 4 KiB limit counts a header of a few dozen bytes).
-inline constexpr std::size_t kEagerMessageBytes = 4096 - 128;
 
 /// The size of the messages a chunk of `sections` equal sections is cut into:
 /// the fewest messages of at most kEagerMessageBytes that divide the chunk
@@ -132,7 +187,7 @@ inline std::size_t packed_message_bytes(std::size_t chunk, std::size_t sections)
 inline bool packed_separately(const PackedArgs& a, int size, Capabilities caps, SwitchAlgorithm setting) {
   if (a.wire != Wire::exact || a.i == a.j || size < 2) return false;
   for (const PackedItem& t : a.items) {
-    const SwitchAlgorithm s = choose_switch(a.global, a.i, a.j, size, t.elem_bytes, caps, setting);
+    const SwitchAlgorithm s = choose_switch(a.global, a.i, a.j, size, t.elem_bytes, caps, setting, false);
     if (s != SwitchAlgorithm::pairwise && s != SwitchAlgorithm::datatypes) return false;
   }
   return true;
@@ -261,6 +316,9 @@ inline PackedPlan plan_packed(const PackedArgs& a, int rank, int size, Capabilit
     chunk_messages(plan.peer.sends, plan.send_counts, plan.send_displs, a.items.size(), plan.section_sends);
     chunk_messages(plan.peer.recvs, plan.recv_counts, plan.recv_displs, a.items.size(), plan.section_recvs,
                    &plan.message_of);
+    if (plan.sectioned && a.items.size() == 1)  // one tensor in eager pieces
+      for (auto* list : {&plan.section_sends, &plan.section_recvs})
+        for (PeerRuns& m : *list) m.piece = chunk_piece_bytes(m.elems);
   }
   return plan;
 }

@@ -130,19 +130,43 @@ inline std::size_t min_pairwise_piece(std::span<const std::size_t> global, std::
 /// through its shared-memory fragments at about 2 GB/s, where a packed
 /// chunk goes by single copy: 1.2 to 4x slower in both of the VM's regimes).
 inline constexpr std::size_t kPairwiseBytes = std::size_t(128) << 10;
+/// Up to this many bytes per rank, a switch of evenly divided dims is one
+/// equal-count all-to-all (fewest calls).
+inline constexpr std::size_t kSmallSwitchBytes = std::size_t(8) << 10;
 inline constexpr std::size_t kTypedRunBytes = 256;
 inline constexpr std::size_t kTypedChunkBytes = std::size_t(512) << 10;
+/// One tensor's small exchange (a peer's chunk at most kTypedSmallChunkBytes)
+/// takes the datatypes from runs of kTypedSmallRunBytes: measured
+/// (docs/benchmarks.md, "Small exchanges: datatypes and eager pieces"), with
+/// 128-byte runs in chunks of 4 to 64 KiB MPI_Alltoallw took 0.54-0.90 of
+/// the packed all-to-all-v's time at 2 and 4 ranks, in every run of both VM
+/// regimes (it packs into eager fragments while it sends); with 32- and
+/// 64-byte runs it won or lost by turns. A batch keeps the rule above for its decision to
+/// move tensor by tensor (its packed exchange saves a collective per tensor).
+inline constexpr std::size_t kTypedSmallRunBytes = 128;
+inline constexpr std::size_t kTypedSmallChunkBytes = std::size_t(64) << 10;
+
+/// Whether the automatic rule takes the backend's datatypes for runs of
+/// `piece` bytes in chunks of `chunk` bytes (a peer's, on average); `alone`:
+/// one tensor's own exchange (else a batch member's, for packed_separately).
+constexpr bool typed_by_rule(std::size_t piece, std::size_t chunk, bool alone) {
+  return (piece >= kTypedRunBytes && chunk < kTypedChunkBytes) ||
+         (alone && piece >= kTypedSmallRunBytes && chunk <= kTypedSmallChunkBytes);
+}
 
 /// The algorithm a switch runs, from values equal on every rank and the
 /// `setting` (dsp::switch_algorithm()); never `automatic`, and always one the
 /// backend offers. Automatic: up to 8 KiB per rank one equal-count
 /// all-to-all (fewest calls); messages of kPairwiseBytes or more pairwise (no
 /// copies in user space, per-message overhead small); runs of kTypedRunBytes
-/// or more in chunks under kTypedChunkBytes through the backend's datatypes
-/// (MPI packs while it transfers); the rest alltoallv. A forced algorithm
+/// or more in chunks under kTypedChunkBytes, or (`alone`: one tensor's own
+/// switch) of kTypedSmallRunBytes in chunks up to kTypedSmallChunkBytes,
+/// through the backend's datatypes (MPI packs while it transfers); the rest
+/// alltoallv. A forced algorithm
 /// that cannot run for this shape or backend resolves to alltoallv.
 inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::size_t i, std::size_t j, int size,
-                                     std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting) {
+                                     std::size_t elem_bytes, Capabilities caps, SwitchAlgorithm setting,
+                                     bool alone = true) {
   SwitchAlgorithm a = setting;
   const std::size_t n = static_cast<std::size_t>(size);
   const bool equal = global[i] % n == 0 && global[j] % n == 0;
@@ -156,9 +180,9 @@ inline SwitchAlgorithm choose_switch(std::span<const std::size_t> global, std::s
   if (a == SwitchAlgorithm::automatic) {
     const std::size_t per_rank = product(global) / n * elem_bytes;
     const std::size_t piece = min_pairwise_piece(global, i, j, size) * elem_bytes;
-    if (size > 1 && equal && per_rank <= (std::size_t(8) << 10)) a = SwitchAlgorithm::alltoall;
+    if (size > 1 && equal && per_rank <= kSmallSwitchBytes) a = SwitchAlgorithm::alltoall;
     else if (caps.peer && piece >= kPairwiseBytes) a = SwitchAlgorithm::pairwise;
-    else if (typed_ok && piece >= kTypedRunBytes && per_rank / n < kTypedChunkBytes) a = SwitchAlgorithm::datatypes;
+    else if (typed_ok && typed_by_rule(piece, per_rank / n, alone)) a = SwitchAlgorithm::datatypes;
     else a = SwitchAlgorithm::alltoallv;
   }
   if (a == SwitchAlgorithm::alltoall && (!equal || size < 2)) a = SwitchAlgorithm::alltoallv;
