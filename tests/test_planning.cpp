@@ -134,6 +134,36 @@ TEST_CASE("a measured shape is measured once; later calls run one plan") {
   CHECK(cc.counts().collectives() == second);
 }
 
+TEST_CASE("a small switch's measured `automatic` is the eager-pieces plan it then runs") {
+  // float [64 n, 2 n, 8] Sharded<0> -> Sharded<1>: 64-byte runs, 4 KiB chunks. The automatic rule sends
+  // them point to point in eager pieces (plan/packed.hpp), so `automatic` is a plan of its own, timed
+  // beside alltoall and alltoallv (both run: neither repeats it), and a recorded `automatic` runs it.
+  MeasureScope scope;
+  auto& cc = counting_world();
+  const std::size_t n = std::size_t(cc.size());
+  dsp::DistTensor<float, 3, dsp::Sharded<0>, Counting> x{cc, {64 * n, 2 * n, 8}};
+  fill(x);
+  CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  const std::string w = dsp::export_wisdom();
+  INFO(w);
+  if (n == 1) return;
+  const std::size_t at = w.find(" measured=");
+  REQUIRE(at != std::string::npos);
+  const std::string measured = w.substr(at, w.find('\n', at) - at);
+  for (const char* c : {"automatic:", "alltoall:", "alltoallv:"}) {
+    CAPTURE(c);
+    const std::size_t t = measured.find(c);
+    REQUIRE(t != std::string::npos);
+    CHECK(measured[t + std::string(c).size()] != '-');  // it ran
+  }
+  dsp::forget_wisdom();
+  dsp::import_wisdom(with_choice(w, "automatic"), cc);
+  cc.reset();
+  CHECK(count_wrong(dsp::dynamic_switch<1>(x)) == 0);
+  CHECK(cc.counts().exchange == 1u);
+  CHECK(cc.counts().all_to_all == 0u);
+}
+
 TEST_CASE("ranks that hold different decisions measure again together") {
   MeasureScope scope;
   const int n = world().size(), me = world().rank();

@@ -229,6 +229,37 @@ TEST_CASE("small exchanges whose chunks pass the eager limit go point to point i
       if (pieces) CHECK(counts.messages == c.pieces * (un - 1));
     }
   }
+  // Uneven chunks (float [48 n + 5, 2 n + 1, 8]: the largest 4.7-5 KiB, others smaller, some under
+  // the limit), and 2- and 1-byte elements ([n, m, n] Sharded<0> -> Sharded<2>: 1-byte runs, a chunk
+  // of m elements): a 4,106-byte chunk cut into two odd 2,053-byte pieces, and a 4,099-byte one (prime:
+  // no even cut) sent whole.
+  auto eager_switch = [&](auto x, auto y, std::size_t per_peer) {
+    using X = decltype(x);
+    fill(x);
+    const auto g = x.global_extents();
+    const auto cost = dsp::transition_cost<typename X::layout_type, typename decltype(y)::layout_type>(
+        g, sizeof(typename X::value_type), un, me);
+    comm.reset();
+    dsp::redistribute<typename decltype(y)::layout_type>(x, y);
+    const auto counts = comm.counts();
+    CHECK(count_wrong(y) == 0);
+    CHECK(count_wrong(x) == 0);
+    CHECK(counts.bytes_sent == cost.bytes);
+    if (n < 2) return;
+    CHECK(counts.exchange == 1u);
+    CHECK(counts.all_to_all == 0u);
+    if (per_peer) CHECK(counts.messages == per_peer * (un - 1));
+  };
+  {
+    const std::array<std::size_t, 3> g{48 * un + 5, 2 * un + 1, 8};
+    eager_switch(dsp::DistTensor<float, 3, dsp::Sharded<0>, C>{comm, g},
+                 dsp::DistTensor<float, 3, dsp::Sharded<1>, C>{comm, g}, 0);
+    const std::array<std::size_t, 3> h{un, 2053, un}, b{un, 4099, un};
+    eager_switch(dsp::DistTensor<std::int16_t, 3, dsp::Sharded<0>, C>{comm, h},
+                 dsp::DistTensor<std::int16_t, 3, dsp::Sharded<2>, C>{comm, h}, 2);
+    eager_switch(dsp::DistTensor<std::int8_t, 3, dsp::Sharded<0>, C>{comm, b},
+                 dsp::DistTensor<std::int8_t, 3, dsp::Sharded<2>, C>{comm, b}, 1);
+  }
   // Into Zigzag<0> (the cut engine): [a n, 4 n, 4] float from Sharded<1>, 64-byte runs (packed),
   // chunks of a 64 bytes on average.
   for (const Case c : {Case{64, 0, 1}, Case{128, 0, 1}, Case{256, 0, 0}}) {

@@ -88,14 +88,16 @@ void plan_candidates(Trial<M>& tr, const PreparedStep& p, PortOn<M>& port) {
   for (std::size_t c = 0; c < nc; ++c) {
     PreparedStep& q = tr.plans[c];
     const SwitchAlgorithm s = tr.cands[c];
+    q.single.reset(), q.packed.reset(), q.packed_gather.reset();  // not the prepared step's
     try {
       if (p.step.kind == StepKind::gather) {
         if (exact_one) q.gather = plan_and_reserve_gather<M>(port, GatherArgs{nullptr, nullptr, eb, ge, i}, s);
         else
           q.packed_gather =
               plan_and_reserve_packed_gather<M>(port, PackedGatherArgs{tr.a.items, ge, i, tr.a.wire, false}, s);
-      } else if (exact_one) {
-        q.single = plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, eb, ge, i, j}, s);
+      } else if (exact_one) {  // automatic: eager pieces where the blocking call takes them
+        q.packed = eager_switch_plan<M>(port, PackedArgs{tr.a.items, ge, i, j, tr.a.wire}, s);
+        if (!q.packed) q.single = plan_and_reserve_switch<M>(port, SwitchArgs{nullptr, nullptr, eb, ge, i, j}, s);
       } else {
         q.packed = plan_and_reserve_packed<M>(port, PackedArgs{tr.a.items, ge, i, j, tr.a.wire}, s);
       }

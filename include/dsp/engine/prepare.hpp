@@ -196,8 +196,26 @@ SwitchAlgorithm decide_step(PreparedStep& p, PrepareState& ps, const OpGroup<M>&
   return s;
 }
 
-/// The plan of a switch step: one exact tensor's own plan, or a packed one;
-/// `post`: for posting (point to point, completed later).
+/// One exact tensor's blocking switch under setting s, where it goes in
+/// eager pieces: its packed plan (the batch's sections path with one
+/// tensor); else nullptr (its own plan runs). Planning::measure times this
+/// as the `automatic` candidate, which is what a recorded `automatic` runs.
+template <class M>
+std::shared_ptr<const PackedPlan> eager_switch_plan(PortOn<M>& port, const PackedArgs& pa, SwitchAlgorithm s) {
+  if (s != SwitchAlgorithm::automatic || pa.wire != Wire::exact || !eager_pieces_apply(port)) return nullptr;
+  const Capabilities caps = capabilities_of(port);
+  const std::size_t eb = pa.items[0].elem_bytes;
+  const SwitchPlan& own = *cached_switch_plan(pa.global, pa.i, pa.j, port.rank(), port.size(), eb, caps, s);
+  const SwitchAlgorithm chosen = std::holds_alternative<AlltoallPlan>(own)    ? SwitchAlgorithm::alltoall
+                                 : std::holds_alternative<AlltoallvPlan>(own) ? SwitchAlgorithm::alltoallv
+                                                                              : SwitchAlgorithm::pairwise;
+  if (!switch_in_eager_pieces(pa.global, pa.i, pa.j, port.size(), eb, caps, s, chosen)) return nullptr;
+  return plan_and_reserve_packed<M>(port, pa, s);
+}
+
+/// The plan of a switch step: one exact tensor's own plan (or its eager
+/// pieces), or a packed one; `post`: for posting (point to point, completed
+/// later).
 template <class M>
 void plan_switch_step(PreparedStep& p, const PrepareState& ps, PortOn<M>& port, const OpArgs& a,
                       std::span<const std::size_t> ge, bool post, SwitchAlgorithm s) {
@@ -205,20 +223,8 @@ void plan_switch_step(PreparedStep& p, const PrepareState& ps, PortOn<M>& port, 
   const bool single =
       ps.exact_one && (!post || posted_runs_bound(ge, std::max(i, j), std::min(i, j), port.size()) <= kMaxPostedRuns);
   const PackedArgs pa{a.items, ge, i, j, a.wire};
-  if (single && !post && s == SwitchAlgorithm::automatic && a.wire == Wire::exact && !port.caps().stream_ordered) {
-    // A small switch whose chunks pass a host transport's eager limit: packed, in eager pieces
-    // (plan/packed.hpp; a stream-ordered backend such as NCCL has no such limit).
-    const Capabilities caps = capabilities_of(port);
-    const std::size_t eb = a.items[0].elem_bytes;
-    const SwitchPlan& own = *cached_switch_plan(ge, i, j, port.rank(), port.size(), eb, caps, s);
-    const SwitchAlgorithm chosen = std::holds_alternative<AlltoallPlan>(own)    ? SwitchAlgorithm::alltoall
-                                   : std::holds_alternative<AlltoallvPlan>(own) ? SwitchAlgorithm::alltoallv
-                                                                                : SwitchAlgorithm::pairwise;
-    if (switch_in_eager_pieces(ge, i, j, port.size(), eb, caps, s, chosen)) {
-      p.packed = plan_and_reserve_packed<M>(port, pa, s);
-      return;
-    }
-  }
+  if (single && !post)
+    if ((p.packed = eager_switch_plan<M>(port, pa, s))) return;
   if (single) {
     p.single = post
                    ? cached_switch_plan(ge, i, j, port.rank(), port.size(), a.items[0].elem_bytes,

@@ -48,6 +48,15 @@ constexpr Capabilities capabilities_of() {
   return Capabilities{PeerExchange<Comm>, TypedExchange<Comm>};
 }
 
+/// Whether small exchanges may go in eager pieces (plan/packed.hpp,
+/// kEagerPiecesChunkBytes): on a host-issued backend in host memory. A
+/// stream-ordered backend (NCCL) has no eager limit, and device buffers over a
+/// CUDA-aware MPI take other protocols (not measured).
+template <class M>
+bool eager_pieces_apply(const PortOn<M>& port) {
+  return !port.caps().stream_ordered && Kokkos::SpaceAccessibility<Kokkos::HostSpace, M>::accessible;
+}
+
 /// How many times the engine ordered queued work before a transfer (tests
 /// check that every path does so before its data leaves the rank).
 inline std::atomic<std::size_t>& transfer_fences() {
