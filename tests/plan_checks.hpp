@@ -933,7 +933,8 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
       std::sort(mine.begin(), mine.end());
       for (std::size_t x : want[p]) fewest += !std::binary_search(mine.begin(), mine.end(), x);
     }
-  for (const CutMode mode : {CutMode::packed, CutMode::peer, CutMode::typed}) {
+  for (const CutMode mode :
+       {CutMode::packed, CutMode::peer, CutMode::typed, CutMode::staged_send, CutMode::staged_recv}) {
     PLAN_CONTEXT("cut exchange (mode " << int(mode) << ") dims " << a.dim << " -> " << b.dim << " kinds "
                                        << int(a.cut.kind) << " -> " << int(b.cut.kind) << " of extents " << text(g)
                                        << " over " << n << " ranks");
@@ -984,6 +985,17 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
         for (const CopyTask& t : plans[p].unpack)
           for (std::size_t e = 0; e < t.elems; ++e) put(p, at(t.dst, e), rbuf[p].at(at(t.src, e)));
     } else {
+      // The staged side: the sender's workspace packed first; the receiver's unpacked last.
+      const bool stage_send = mode == CutMode::staged_send, stage_recv = mode == CutMode::staged_recv;
+      std::vector<std::vector<std::size_t>> sbuf(n), rbuf(n);
+      for (std::size_t p = 0; p < n; ++p) {
+        ENSURE(stage_send || (plans[p].pack.empty() && plans[p].send_elems == 0));
+        ENSURE(stage_recv || (plans[p].unpack.empty() && plans[p].recv_elems == 0));
+        sbuf[p].assign(plans[p].send_elems, ~std::size_t(0));
+        rbuf[p].assign(plans[p].recv_elems, ~std::size_t(0));
+        for (const CopyTask& t : plans[p].pack)
+          for (std::size_t e = 0; e < t.elems; ++e) sbuf[p].at(at(t.dst, e)) = in[p].at(at(t.src, e));
+      }
       for (std::size_t p = 0; p < n; ++p)
         for (std::size_t q = 0; q < n; ++q) {
           // p's sends to q and q's receives from p, in list order: the same elements, the same messages.
@@ -991,18 +1003,26 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
           for (const dsp::PeerRuns& r : plans[p].sends)
             if (std::size_t(r.peer) == q) {
               ENSURE(r.piece > 0 && r.elems % r.piece == 0);
-              for (std::size_t e = 0; e < r.elems; ++e) from.push_back(in[p].at(at(r.runs, e)));
+              for (std::size_t e = 0; e < r.elems; ++e)
+                from.push_back(stage_send ? sbuf[p].at(at(r.runs, e)) : in[p].at(at(r.runs, e)));
               for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_s.push_back(r.piece);
             }
           for (const dsp::PeerRuns& r : plans[q].recvs)
             if (std::size_t(r.peer) == p) {
+              ENSURE(r.piece > 0 && r.elems % r.piece == 0);
               for (std::size_t e = 0; e < r.elems; ++e) to.push_back(at(r.runs, e));
               for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_r.push_back(r.piece);
             }
           ENSURE(from.size() == to.size());
-          if (mode == CutMode::peer) ENSURE(cuts_s == cuts_r);
-          for (std::size_t e = 0; e < from.size(); ++e) put(q, to[e], from[e]);
+          if (mode != CutMode::typed) ENSURE(cuts_s == cuts_r);  // point to point: messages match
+          for (std::size_t e = 0; e < from.size(); ++e) {
+            if (stage_recv) rbuf[q].at(to[e]) = from[e];
+            else put(q, to[e], from[e]);
+          }
         }
+      for (std::size_t p = 0; p < n; ++p)
+        for (const CopyTask& t : plans[p].unpack)
+          for (std::size_t e = 0; e < t.elems; ++e) put(p, at(t.dst, e), rbuf[p].at(at(t.src, e)));
     }
     for (std::size_t p = 0; p < n; ++p)
       for (std::size_t k = 0; k < want[p].size(); ++k)

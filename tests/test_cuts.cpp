@@ -158,8 +158,17 @@ TEST_CASE("Zigzag: a tensor's block, its extents and its global indices") {
 TEST_CASE("redistribute between Zigzag, Sharded, Blocks and Replicated: exact, at the fewest bytes") {
   const std::size_t n = std::size_t(world().size());
   Counted c{world()};
-  const std::vector<E4> shapes{{2, 2 * n, 3, 2}, {1, 4 * n + 3, 2 * n + 1, 3}, {2, 2 * n - 1, 5, 1}, {1, 1, 2, 3},
-                               {3, 0, 2, 2},     {1, 6 * n + 5, 4, 8},         {2, 13, n + 1, 2}};
+  const std::vector<E4> shapes{{2, 2 * n, 3, 2},
+                               {1, 4 * n + 3, 2 * n + 1, 3},
+                               {2, 2 * n - 1, 5, 1},
+                               {1, 1, 2, 3},
+                               {3, 0, 2, 2},
+                               {1, 6 * n + 5, 4, 8},
+                               {2, 13, n + 1, 2},
+                               // 4-8 KiB a peer on average (the packed exchange in eager pieces): E < 2N on
+                               // dim 1 (empty chunks), then uneven extents
+                               {2, n, 64 * n, 8},
+                               {4, 2 * n + 1, 16 * n + 3, 8}};
   for (const auto setting : {dsp::SwitchAlgorithm::automatic, dsp::SwitchAlgorithm::pairwise,
                              dsp::SwitchAlgorithm::datatypes, dsp::SwitchAlgorithm::alltoallv}) {
     dsp::set_switch_algorithm(setting);
@@ -196,6 +205,41 @@ TEST_CASE("redistribute between Zigzag, Sharded, Blocks and Replicated: exact, a
     }
   }
   dsp::set_switch_algorithm(dsp::SwitchAlgorithm::automatic);
+}
+
+TEST_CASE("a cut exchange with long runs on one side only: point to point, the other side staged") {
+  // [1, 16 N, 2 N, 4096]: a Zigzag chunk is 8 rows; a part (one chunk's rows, one rank's 2 heads) is one
+  // 256 KiB run in the Sharded<2> block and 8 runs of 32 KiB in the Zigzag block (a peer's chunk, 512 KiB,
+  // is past the datatypes' rule). The automatic rule sends each part as one message, straight from or
+  // into the Sharded side, and stages the Zigzag side: two messages per peer, no collective.
+  const std::size_t n = std::size_t(world().size());
+  Counted c{world()};
+  const E4 e{1, 16 * n, 2 * n, 4096};
+  using Z1 = dsp::DistTensor<T, 4, Zigzag<1>, Counted>;
+  using S2 = dsp::DistTensor<T, 4, Sharded<2>, Counted>;
+  using B1 = dsp::DistTensor<T, 4, Blocks<1>, Counted>;
+  auto z1 = [&] { return Z1{c, e}; };
+  auto s2 = [&] { return S2{c, e}; };
+  auto b1 = [&] { return B1{c, e, sizes_for(e[1], n)}; };
+  check_move<Zigzag<1>, Sharded<2>>(e, z1, s2, "Zigzag<1> -> Sharded<2>");
+  check_move<Sharded<2>, Zigzag<1>>(e, s2, z1, "Sharded<2> -> Zigzag<1>");
+  check_move<Blocks<1>, Sharded<2>>(e, b1, s2, "Blocks<1> -> Sharded<2>");
+  check_move<Sharded<2>, Blocks<1>>(e, s2, b1, "Sharded<2> -> Blocks<1>");
+  Z1 z = z1();
+  S2 s = s2();
+  dsp::fill(z, [&](const E4& g) { return ref(g, e); });
+  for (const bool back : {false, true}) {
+    CAPTURE(back);
+    c.reset();
+    if (back) dsp::redistribute<Zigzag<1>>(s, z);
+    else dsp::redistribute<Sharded<2>>(z, s);
+    const auto counts = c.counts();
+    CHECK(counts.control <= 1);
+    CHECK(counts.all_to_all == 0u);
+    CHECK(counts.exchange == (n > 1 ? 1u : 0u));
+    CHECK(counts.messages == 2 * (n - 1));
+  }
+  CHECK(sum_all(dsp::count_mismatches(z, [&](const E4& g) { return ref(g, e); })) == 0);
 }
 
 TEST_CASE("redistribute<Zigzag<D>>(x) allocates its output; a round trip returns the tensor") {

@@ -62,7 +62,11 @@ inline std::shared_ptr<const CutPlan> cached_cut_plan(const RecutArgs& a, std::s
     }
   }
   const CutMode mode = cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting);
-  auto plan = std::make_shared<const CutPlan>(plan_cut(a.global, a.from, a.to, p, n, mode, direct));
+  auto built = std::make_shared<CutPlan>(plan_cut(a.global, a.from, a.to, p, n, mode, direct));
+  if (direct && mode == CutMode::packed && setting == SwitchAlgorithm::automatic && n > 1 &&
+      a.from.cut.kind != Cut::Kind::whole && eager_pieces_chunk(average_cut_chunk(a.global, a.to, n) * a.elem_bytes))
+    built->copies_kept = std::make_shared<const CutPlan>(plan_cut(a.global, a.from, a.to, p, n, mode, false));
+  std::shared_ptr<const CutPlan> plan = std::move(built);
   {
     std::lock_guard lock(m);
     if (plans.size() >= 64) plans.clear();
@@ -279,6 +283,28 @@ void exchange_packed(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
   fence_after(port, exec);
 }
 
+/// The point-to-point exchange of one tensor's staged plan (CutMode::staged_send
+/// or staged_recv): the staged side through the workspace (packed before,
+/// or unpacked after), the other straight from or into the tensor, its own
+/// part copied while the messages fly.
+template <class M>
+void exchange_staged(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
+  const auto exec = port.exec();
+  const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
+  unsigned char* sbuf = ws ? ws->send() : nullptr;
+  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  const bool send_staged = c.mode == CutMode::staged_send;
+  copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack, true);
+  fence_before_transfer(port, exec);
+  port.exchange_runs(send_staged ? static_cast<const void*>(sbuf) : a.src, c.sends,
+                     send_staged ? a.dst : static_cast<void*>(rbuf), c.recvs, a.elem_bytes, [&] {
+                       copy_runs(exec, a.dst, a.src, a.elem_bytes, c.self, true);
+                       fence_after(port, exec);
+                     });
+  copy_runs(exec, a.dst, rbuf, a.elem_bytes, c.unpack, true);
+  fence_after(port, exec);
+}
+
 /// The exchange of one tensor's own plan (point to point or typed), its own
 /// part copied meanwhile.
 template <class M>
@@ -354,11 +380,13 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
   // tensor's sections. `most`: every tensor's largest block, summed (equal on every rank of the port).
   if (items.size() == 1) {
     // One tensor: its own exchange, or (packed, a small one whose chunks pass the eager limit) its chunks
-    // in eager pieces, through the batch's sections below (plan/packed.hpp, kEagerPiecesChunkBytes).
-    const RecutArgs& a = items[0];
-    r.separate = !(setting == SwitchAlgorithm::automatic && caps.peer && !port.caps().stream_ordered && n > 1 &&
-                   !r.whole_in && eager_pieces_chunk(average_cut_chunk(a.global, a.to, n) * a.elem_bytes) &&
-                   cached_cut_plan(a, p, n, caps, setting, true)->mode == CutMode::packed);
+    // in eager pieces, through the batch's sections below (plan/packed.hpp, kEagerPiecesChunkBytes), with
+    // the copies the direct plan saves kept (CutPlan::copies_kept).
+    r.plans[0] = cached_cut_plan(items[0], p, n, caps, setting, true);
+    const bool eager =
+        setting == SwitchAlgorithm::automatic && caps.peer && eager_pieces_apply(port) && r.plans[0]->copies_kept;
+    if (eager) r.plans[0] = r.plans[0]->copies_kept;
+    r.separate = !eager;
   }
   std::size_t most = 0;
   if (!r.separate)
@@ -366,17 +394,19 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
   if (items.size() > 1 && !r.whole_in) {
     bool copy_free = true;
     for (const RecutArgs& a : items)
-      copy_free =
-          copy_free && cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting, false) != CutMode::packed;
+      if (const CutMode m = cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting, false);
+          m != CutMode::peer && m != CutMode::typed)
+        copy_free = false;
     r.separate = copy_free || most >= kSeparateBatchBytes;
   }
-  for (std::size_t k = 0; k < items.size(); ++k)
-    r.plans[k] = r.separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
-                            : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
-  std::size_t sb = 0, rb = 0;
-  if (r.separate)  // each packed tensor in turn: the workspace of the largest
+  if (items.size() > 1)
     for (std::size_t k = 0; k < items.size(); ++k)
-      if (r.plans[k]->mode == CutMode::packed)
+      r.plans[k] = r.separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
+                              : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
+  std::size_t sb = 0, rb = 0;
+  if (r.separate)  // each tensor in turn: the workspace of the largest packed or staged one
+    for (std::size_t k = 0; k < items.size(); ++k)
+      if (r.plans[k]->mode != CutMode::peer && r.plans[k]->mode != CutMode::typed)
         sb = std::max(sb, r.plans[k]->send_elems * items[k].elem_bytes),
         rb = std::max(rb, r.plans[k]->recv_elems * items[k].elem_bytes);
   if (!r.separate) {
@@ -395,12 +425,12 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
 /// The path a prepared exchange takes (the agreement compares it).
 inline Path recut_path(const RecutRun& r, std::size_t items) {
   const CutMode mode = r.plans[0]->mode;
-  return r.whole_in                ? Path::identity
-         : items > 1 && r.separate ? Path::per_tensor
-         : r.sectioned             ? Path::sections
-         : mode == CutMode::peer   ? Path::pairwise
-         : mode == CutMode::typed  ? Path::datatypes
-                                   : Path::alltoallv;
+  return r.whole_in                                                                              ? Path::identity
+         : items > 1 && r.separate                                                               ? Path::per_tensor
+         : r.sectioned                                                                           ? Path::sections
+         : mode == CutMode::peer || mode == CutMode::staged_send || mode == CutMode::staged_recv ? Path::pairwise
+         : mode == CutMode::typed                                                                ? Path::datatypes
+                                                                                                 : Path::alltoallv;
 }
 
 /// Runs a prepared exchange on `items` (blocking).
@@ -421,7 +451,9 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
   }
   if (r.separate) {  // one tensor, or each tensor's own exchange in turn
     for (std::size_t k = 0; k < items.size(); ++k) {
-      if (r.plans[k]->mode == CutMode::packed) exchange_packed(port, *r.plans[k], items[k]);
+      const CutMode m = r.plans[k]->mode;
+      if (m == CutMode::packed) exchange_packed(port, *r.plans[k], items[k]);
+      else if (m == CutMode::staged_send || m == CutMode::staged_recv) exchange_staged(port, *r.plans[k], items[k]);
       else exchange_one(port, *r.plans[k], items[k]);
     }
     return;

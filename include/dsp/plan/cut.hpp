@@ -18,6 +18,7 @@
 #include <array>
 #include <climits>
 #include <cstddef>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -58,12 +59,23 @@ inline std::size_t average_cut_chunk(std::span<const std::size_t> global, const 
 
 /// How a cut exchange moves data: point-to-point messages straight between
 /// the blocks' runs (`peer`), the same runs as one typed collective in which
-/// the backend packs while it transfers (`typed`: MPI_Alltoallw), or packed
-/// into one all-to-all-v (`packed`).
-enum class CutMode : unsigned char { packed, peer, typed };
+/// the backend packs while it transfers (`typed`: MPI_Alltoallw), packed
+/// into one all-to-all-v (`packed`), or point-to-point messages of one side's
+/// long runs with the other side's short runs staged through the workspace
+/// (`staged_send`: the sender packs each part, the messages land straight in
+/// the receiver's runs; `staged_recv`: they leave straight from the sender's
+/// runs, the receiver unpacks). Where a Zigzag or Blocks block's part is two
+/// runs per peer, all-to-all-v cannot take it straight (one displacement per
+/// peer) and packed pays a copy that the Sharded switch does not.
+enum class CutMode : unsigned char { packed, peer, typed, staged_send, staged_recv };
 
-/// The exchange, on one rank. `peer` and `typed`: the runs of each peer's
-/// parts (several entries per peer, in an order both sides share); `packed`:
+/// Whether a mode's plan lists messages (PeerRuns) rather than counts.
+constexpr bool cut_messages(CutMode m) { return m != CutMode::packed; }
+
+/// The exchange, on one rank. `peer`, `typed` and the staged modes: the runs
+/// of each peer's parts (several entries per peer, in an order both sides
+/// share; a staged side's entries in the workspace, with `pack` or `unpack`
+/// tasks and send_elems or recv_elems its size); `packed`:
 /// counts, displacements and the copy tasks into and out of the workspace.
 /// `self` copies what the rank keeps.
 struct CutPlan {
@@ -77,6 +89,9 @@ struct CutPlan {
   // packed: each peer's pack and unpack tasks, [first[q], end[q]) (a batch rebases them into its sections)
   std::vector<std::size_t> pack_first, pack_end, unpack_first, unpack_end;
   std::size_t moved = 0;  // elements this rank sends to others (the cost model)
+  // A direct packed plan whose average chunk is in the eager-pieces window (plan/packed.hpp): the same
+  // exchange with its copies kept (direct = false), which the engine sends in eager pieces; else null.
+  std::shared_ptr<const CutPlan> copies_kept;
 };
 
 /// A packed plan's side straight from (or into) the block: when every
@@ -115,19 +130,23 @@ void each_part(std::span<const std::size_t> global, const CutSide& in, const Cut
     }
 }
 
-/// The smallest message of the point-to-point exchange over every pair of
-/// ranks (0 when nothing moves): equal on every rank. A replicated input
-/// moves nothing.
-inline std::size_t min_cut_piece(std::span<const std::size_t> global, const CutSide& in, const CutSide& out,
-                                 std::size_t n) {
-  if (in.cut.kind == Cut::Kind::whole) return 0;
-  std::size_t best = 0;
+/// The shortest runs of the exchange's parts over every pair of ranks, in
+/// the senders' blocks and in the receivers' (0 when nothing moves): equal
+/// on every rank. A replicated input moves nothing.
+struct CutRuns {
+  std::size_t send = 0, recv = 0;
+  std::size_t piece() const { return std::min(send, recv); }  // the point-to-point exchange's smallest message
+};
+inline CutRuns min_cut_runs(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n) {
+  CutRuns best;
+  if (in.cut.kind == Cut::Kind::whole) return best;
+  auto least = [](std::size_t& b, std::size_t v) { b = b == 0 ? v : std::min(b, v); };
   for (std::size_t s = 0; s < n; ++s)
     for (std::size_t r = 0; r < n; ++r) {
       if (s == r) continue;
       each_part(global, in, out, s, r, [&](const RBox& part, const RBox& sb, const RBox& rb) {
-        const std::size_t piece = std::min(box_run(sb, part, global.size()), box_run(rb, part, global.size()));
-        if (best == 0 || piece < best) best = piece;
+        least(best.send, box_run(sb, part, global.size()));
+        least(best.recv, box_run(rb, part, global.size()));
       });
     }
   return best;
@@ -151,7 +170,9 @@ inline std::size_t largest_cut_block(std::span<const std::size_t> global, const 
 /// switch chooses (choose_switch): under `automatic`, point to point when
 /// every message is kPairwiseBytes or more, the typed collective when every
 /// byte offset fits an int and the runs and a peer's chunk (on average) pass
-/// typed_by_rule (`alone`: one tensor's own exchange), else packed; a
+/// typed_by_rule (`alone`: one tensor's own exchange), point to point with
+/// one side staged where the other side's runs are all kPairwiseBytes or
+/// more, else packed; a
 /// forced setting where the backend can (pairwise: peer, datatypes: typed),
 /// else packed.
 inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n,
@@ -161,24 +182,32 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   if (setting == SwitchAlgorithm::pairwise) return caps.peer ? CutMode::peer : CutMode::packed;
   if (setting == SwitchAlgorithm::datatypes) return typed_ok ? CutMode::typed : CutMode::packed;
   if (setting != SwitchAlgorithm::automatic) return CutMode::packed;
-  const std::size_t piece = min_cut_piece(global, in, out, n) * elem_bytes;
+  const CutRuns runs = min_cut_runs(global, in, out, n);
+  const std::size_t piece = runs.piece() * elem_bytes;
   if (caps.peer && piece >= kPairwiseBytes) return CutMode::peer;
   const std::size_t chunk = average_cut_chunk(global, out, n) * elem_bytes;
   // Up to kSmallSwitchBytes per rank packed, as the switch takes its one all-to-all there (and a
   // chunk past the eager limit then goes in eager pieces: engine/recut.hpp).
   if (product(global) / n * elem_bytes <= kSmallSwitchBytes) return CutMode::packed;
   if (typed_ok && typed_by_rule(piece, chunk, alone)) return CutMode::typed;
+  // One side's runs all long enough to go point to point, the other's not: that side staged.
+  if (caps.peer && runs.recv * elem_bytes >= kPairwiseBytes) return CutMode::staged_send;
+  if (caps.peer && runs.send * elem_bytes >= kPairwiseBytes) return CutMode::staged_recv;
   return CutMode::packed;
 }
 
 /// Rank p's plan of the exchange from `in` to `out` over n ranks.
 /// `direct`: a packed plan may send from the input and receive into the
 /// output (one tensor); a batch's plans keep their copies.
+/// The staged modes: each part one entry per side, its messages the direct
+/// side's runs; the staged side's entry a contiguous section of the workspace
+/// (send_elems, recv_elems), filled by `pack` or emptied by `unpack`.
 inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t p,
                         std::size_t n, CutMode mode, bool direct = true) {
   const std::size_t R = global.size();
   const bool replicated_in = in.cut.kind == Cut::Kind::whole;
-  const bool peer = mode != CutMode::packed;  // run lists (point to point or typed)
+  const bool peer = cut_messages(mode);  // run lists (point to point or typed)
+  const bool stage_send = mode == CutMode::staged_send, stage_recv = mode == CutMode::staged_recv;
   CutPlan plan;
   plan.mode = mode;
   // What this rank keeps: from its own block (a replicated input holds all).
@@ -197,6 +226,11 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
   if (replicated_in || n < 2) return plan;
   std::vector<CopyTask> tasks;
   std::vector<std::size_t> send_first(n, 0), send_end(n, 0), recv_first(n, 0), recv_end(n, 0);  // tasks per peer
+  // A part's messages: the shorter run of the two blocks, or (staged) the direct side's run.
+  auto piece_of = [&](const RBox& part, const RBox& sb, const RBox& rb) {
+    const std::size_t s = box_run(sb, part, R), r = box_run(rb, part, R);
+    return stage_send ? r : stage_recv ? s : std::min(s, r);
+  };
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t to = (p + k) % n, from = (p + n - k) % n;
     if (!peer) plan.send_displs[to] = plan.send_elems, send_first[to] = plan.pack.size();
@@ -208,7 +242,12 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
         plan.send_counts[to] += e;
         return;
       }
-      const std::size_t piece = std::min(box_run(sb, part, R), box_run(rb, part, R));
+      const std::size_t piece = piece_of(part, sb, rb);
+      if (stage_send) {
+        plan.sends.push_back({int(to), contiguous(plan.send_elems, e), piece, e});
+        plan.send_elems = box_tasks(sb, part, R, plan.send_elems, true, plan.pack);
+        return;
+      }
       tasks.clear();
       box_tasks(sb, part, R, 0, true, tasks);
       for (const CopyTask& t : tasks) plan.sends.push_back({int(to), t.src, piece, t.elems});
@@ -223,7 +262,12 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
         plan.recv_elems = box_tasks(rb, part, R, plan.recv_elems, false, plan.unpack);
         return;
       }
-      const std::size_t piece = std::min(box_run(sb, part, R), box_run(rb, part, R));
+      const std::size_t piece = piece_of(part, sb, rb);
+      if (stage_recv) {
+        plan.recvs.push_back({int(from), contiguous(plan.recv_elems, box_elems(part, R)), piece, box_elems(part, R)});
+        plan.recv_elems = box_tasks(rb, part, R, plan.recv_elems, false, plan.unpack);
+        return;
+      }
       tasks.clear();
       box_tasks(rb, part, R, 0, false, tasks);
       for (const CopyTask& t : tasks) plan.recvs.push_back({int(from), t.dst, piece, t.elems});
