@@ -1003,6 +1003,7 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
           for (const dsp::PeerRuns& r : plans[p].sends)
             if (std::size_t(r.peer) == q) {
               ENSURE(r.piece > 0 && r.elems % r.piece == 0);
+              ENSURE(r.runs.len % r.piece == 0);  // a message never crosses a run (post_into sends it contiguous)
               for (std::size_t e = 0; e < r.elems; ++e)
                 from.push_back(stage_send ? sbuf[p].at(at(r.runs, e)) : in[p].at(at(r.runs, e)));
               for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_s.push_back(r.piece);
@@ -1010,6 +1011,7 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
           for (const dsp::PeerRuns& r : plans[q].recvs)
             if (std::size_t(r.peer) == p) {
               ENSURE(r.piece > 0 && r.elems % r.piece == 0);
+              ENSURE(r.runs.len % r.piece == 0);
               for (std::size_t e = 0; e < r.elems; ++e) to.push_back(at(r.runs, e));
               for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_r.push_back(r.piece);
             }

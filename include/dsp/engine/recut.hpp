@@ -3,7 +3,8 @@
 // Zigzag<D> or Blocks<D>, or of a batch of tensors of different extents
 // (plan/cut.hpp): prepare (each tensor's plan, cached, and the workspace),
 // agree, then one exchange: point-to-point messages between the blocks'
-// runs, the same runs as one typed collective, or one packed all-to-all-v
+// runs (or one side's runs, the other side staged through the workspace),
+// the same runs as one typed collective, or one packed all-to-all-v
 // (of every tensor's sections, for a batch; or, where each tensor of a batch
 // moves without copies on its own, each tensor's exchange in turn). On a
 // low-precision wire: the packed exchange, each tensor's part of a peer's

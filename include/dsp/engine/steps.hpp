@@ -49,12 +49,14 @@ constexpr Capabilities capabilities_of() {
 }
 
 /// Whether small exchanges may go in eager pieces (plan/packed.hpp,
-/// kEagerPiecesChunkBytes): on a host-issued backend in host memory. A
-/// stream-ordered backend (NCCL) has no eager limit, and device buffers over a
-/// CUDA-aware MPI take other protocols (not measured).
+/// kEagerPiecesChunkBytes): on a host-issued backend in host memory (a host
+/// execution space's: not managed memory, which a CUDA-aware MPI treats as
+/// the device's). A stream-ordered backend (NCCL) has no eager limit, and
+/// device buffers over a CUDA-aware MPI take other protocols (not measured).
 template <class M>
 bool eager_pieces_apply(const PortOn<M>& port) {
-  return !port.caps().stream_ordered && Kokkos::SpaceAccessibility<Kokkos::HostSpace, M>::accessible;
+  return !port.caps().stream_ordered && Kokkos::SpaceAccessibility<Kokkos::HostSpace, M>::accessible &&
+         Kokkos::SpaceAccessibility<typename M::execution_space, Kokkos::HostSpace>::accessible;
 }
 
 /// How many times the engine ordered queued work before a transfer (tests
