@@ -12,6 +12,7 @@
 
 #include <dsp/comm/counting.hpp>
 #include <dsp/kernels/convert.hpp>  // detail::round_wire, the wires' rounding on the host
+#include <dsp/plan/cut.hpp>         // the cut plans themselves (run lists)
 #include <dsp/reshard.hpp>
 
 #include <algorithm>
@@ -141,6 +142,47 @@ TEST_CASE("Zigzag's cut: chunks r and 2N-1-r of the 2N-chunk rule, the extent co
       }
       for (int s : seen) CHECK(s == 1);
     }
+}
+
+TEST_CASE("a Zigzag block's two chunks end to end on a peer's side: one run pattern, not two") {
+  // Sharded<2> -> Zigzag<1> of [1, 8 N, 2 N, 16] as point-to-point or typed run lists: a sender's part
+  // for a peer is two contiguous runs (the peer's two chunks' rows, its own 2 heads), and the
+  // receiver's is the two chunks' rows end to end in its block, at the heads' stride; each side one
+  // entry per peer (two single runs make one strided pattern; a pattern continued at its stride
+  // extends). The plan checks simulate the merged lists (tests/plan_checks.hpp).
+  using namespace dsp::detail;
+  for (std::size_t n = 2; n <= 6; ++n) {
+    CAPTURE(n);
+    const std::array<std::size_t, 4> g{1, 8 * n, 2 * n, 16};
+    const CutSide in{2, Cut{Cut::Kind::even, g[2], n, nullptr}}, out{1, Cut{Cut::Kind::zigzag, g[1], n, nullptr}};
+    for (const CutMode mode : {CutMode::peer, CutMode::typed})
+      for (std::size_t p = 0; p < n; ++p) {
+        const CutPlan plan = plan_cut(g, in, out, p, n, mode);
+        CHECK(plan.sends.size() == n - 1);
+        CHECK(plan.recvs.size() == n - 1);
+        for (const dsp::PeerRuns& r : plan.recvs) {
+          CHECK(r.runs.len == 32);  // 2 heads of 16
+          CHECK(r.runs.stride == 2 * n * 16);
+          CHECK(r.elems == 8 * 32);  // 8 rows: both chunks
+        }
+        for (const dsp::PeerRuns& r : plan.sends) {
+          CHECK(r.runs.len == 4 * 32);  // one chunk's 4 rows of 2 heads
+          CHECK(r.elems == 8 * 32);
+        }
+      }
+  }
+  // Runs that do not continue a pattern stay apart: another peer, another length, a step back, a
+  // stride that does not match.
+  std::vector<dsp::PeerRuns> list;
+  append_runs(list, {1, dsp::Runs{0, 10, 4}, 4, 8});   // two runs at stride 10
+  append_runs(list, {1, dsp::Runs{20, 10, 4}, 4, 4});  // the third: merged
+  CHECK(list.size() == 1);
+  CHECK(list[0].elems == 12);
+  append_runs(list, {2, dsp::Runs{30, 10, 4}, 4, 4});  // another peer
+  append_runs(list, {2, dsp::Runs{40, 10, 2}, 2, 2});  // another length
+  append_runs(list, {2, dsp::Runs{0, 2, 2}, 2, 2});    // before the last
+  append_runs(list, {2, dsp::Runs{50, 20, 2}, 2, 4});  // two runs at stride 20 after a single run at 0: not 20 on
+  CHECK(list.size() == 5);
 }
 
 TEST_CASE("Zigzag: a tensor's block, its extents and its global indices") {

@@ -196,6 +196,31 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   return CutMode::packed;
 }
 
+/// Appends a peer's run pattern to an exchange's list, merged into the last
+/// entry where it continues that entry's pattern (same peer, message size
+/// and run length, the next run at the pattern's stride, or two single runs
+/// that set one): a Zigzag block's two chunks often lie end to end, and one
+/// pattern is one strided datatype where two were a struct. The elements and
+/// their order, so the messages, are unchanged.
+inline void append_runs(std::vector<PeerRuns>& list, const PeerRuns& e) {
+  if (!list.empty()) {
+    PeerRuns& b = list.back();
+    const std::size_t len = b.runs.len;
+    if (b.peer == e.peer && b.piece == e.piece && len > 0 && e.runs.len == len && b.elems % len == 0 &&
+        e.elems % len == 0 && e.runs.base >= b.runs.base + len) {
+      const std::size_t kb = b.elems / len, ke = e.elems / len;
+      // The stride the merged pattern must have: b's (several runs), else e's (several runs), else the gap.
+      const std::size_t stride = kb > 1 ? b.runs.stride : ke > 1 ? e.runs.stride : e.runs.base - b.runs.base;
+      if (stride >= len && e.runs.base == b.runs.base + kb * stride && (ke == 1 || e.runs.stride == stride)) {
+        b.runs.stride = stride;
+        b.elems += e.elems;
+        return;
+      }
+    }
+  }
+  list.push_back(e);
+}
+
 /// Rank p's plan of the exchange from `in` to `out` over n ranks.
 /// `direct`: a packed plan may send from the input and receive into the
 /// output (one tensor); a batch's plans keep their copies.
@@ -250,7 +275,7 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
       }
       tasks.clear();
       box_tasks(sb, part, R, 0, true, tasks);
-      for (const CopyTask& t : tasks) plan.sends.push_back({int(to), t.src, piece, t.elems});
+      for (const CopyTask& t : tasks) append_runs(plan.sends, {int(to), t.src, piece, t.elems});
     });
     if (!peer) {
       send_end[to] = plan.pack.size();
@@ -270,7 +295,7 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
       }
       tasks.clear();
       box_tasks(rb, part, R, 0, false, tasks);
-      for (const CopyTask& t : tasks) plan.recvs.push_back({int(from), t.dst, piece, t.elems});
+      for (const CopyTask& t : tasks) append_runs(plan.recvs, {int(from), t.dst, piece, t.elems});
     });
     if (!peer) recv_end[from] = plan.unpack.size();
   }
