@@ -933,8 +933,8 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
       std::sort(mine.begin(), mine.end());
       for (std::size_t x : want[p]) fewest += !std::binary_search(mine.begin(), mine.end(), x);
     }
-  for (const CutMode mode :
-       {CutMode::packed, CutMode::peer, CutMode::typed, CutMode::staged_send, CutMode::staged_recv}) {
+  for (const CutMode mode : {CutMode::packed, CutMode::peer, CutMode::typed, CutMode::staged_send, CutMode::staged_recv,
+                             CutMode::typed_staged}) {
     PLAN_CONTEXT("cut exchange (mode " << int(mode) << ") dims " << a.dim << " -> " << b.dim << " kinds "
                                        << int(a.cut.kind) << " -> " << int(b.cut.kind) << " of extents " << text(g)
                                        << " over " << n << " ranks");
@@ -985,11 +985,26 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
         for (const CopyTask& t : plans[p].unpack)
           for (std::size_t e = 0; e < t.elems; ++e) put(p, at(t.dst, e), rbuf[p].at(at(t.src, e)));
     } else {
-      // The staged side: the sender's workspace packed first; the receiver's unpacked last.
-      const bool stage_send = mode == CutMode::staged_send, stage_recv = mode == CutMode::staged_recv;
+      // The staged side: the sender's workspace packed first; the receiver's unpacked last. typed_staged:
+      // a rank packs its sends exactly where its typed parts for some peer are more than one run.
+      const bool stage_recv = mode == CutMode::staged_recv;
+      std::vector<bool> stage_send(n, mode == CutMode::staged_send);
       std::vector<std::vector<std::size_t>> sbuf(n), rbuf(n);
       for (std::size_t p = 0; p < n; ++p) {
-        ENSURE(stage_send || (plans[p].pack.empty() && plans[p].send_elems == 0));
+        if (mode == CutMode::typed_staged) {
+          const CutPlan typed = plan_cut(g, a, b, p, n, CutMode::typed);
+          stage_send[p] = !one_run_per_peer(typed.sends);
+          ENSURE(stage_send[p] || (plans[p].sends.size() == typed.sends.size() && plans[p].pack.empty()));
+          if (stage_send[p]) {  // one contiguous section per peer, the sections one after another
+            std::size_t at = 0;
+            for (const dsp::PeerRuns& r : plans[p].sends) {
+              ENSURE(r.runs.base == at && r.runs.len == r.elems && r.runs.stride == r.elems);
+              at += r.elems;
+            }
+            ENSURE(at == plans[p].send_elems);
+          }
+        }
+        ENSURE(stage_send[p] || (plans[p].pack.empty() && plans[p].send_elems == 0));
         ENSURE(stage_recv || (plans[p].unpack.empty() && plans[p].recv_elems == 0));
         sbuf[p].assign(plans[p].send_elems, ~std::size_t(0));
         rbuf[p].assign(plans[p].recv_elems, ~std::size_t(0));
@@ -1005,7 +1020,7 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
               ENSURE(r.piece > 0 && r.elems % r.piece == 0);
               ENSURE(r.runs.len % r.piece == 0);  // a message never crosses a run (post_into sends it contiguous)
               for (std::size_t e = 0; e < r.elems; ++e)
-                from.push_back(stage_send ? sbuf[p].at(at(r.runs, e)) : in[p].at(at(r.runs, e)));
+                from.push_back(stage_send[p] ? sbuf[p].at(at(r.runs, e)) : in[p].at(at(r.runs, e)));
               for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_s.push_back(r.piece);
             }
           for (const dsp::PeerRuns& r : plans[q].recvs)
@@ -1016,7 +1031,7 @@ void simulate_cut(const Ext& g, const dsp::detail::CutSide& a, const dsp::detail
               for (std::size_t e = 0; e < r.elems; e += r.piece) cuts_r.push_back(r.piece);
             }
           ENSURE(from.size() == to.size());
-          if (mode != CutMode::typed) ENSURE(cuts_s == cuts_r);  // point to point: messages match
+          if (!cut_typed(mode)) ENSURE(cuts_s == cuts_r);  // point to point: messages match
           for (std::size_t e = 0; e < from.size(); ++e) {
             if (stage_recv) rbuf[q].at(to[e]) = from[e];
             else put(q, to[e], from[e]);

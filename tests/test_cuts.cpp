@@ -185,6 +185,63 @@ TEST_CASE("a Zigzag block's two chunks end to end on a peer's side: one run patt
   CHECK(list.size() == 5);
 }
 
+TEST_CASE("a small typed exchange: a rank whose part for a peer is two long runs packs its sends first") {
+  // Sharded<2> -> Zigzag<1> of [1, 64 N, 2 N, 16] (a peer's chunk 8 KiB): the receiver's runs are 128
+  // bytes (the typed collective), a sender's part for a peer two 4 KiB runs (the peer's two chunks), so
+  // each rank with such a part packs its sends into one contiguous section per peer (typed_staged). At
+  // 2 ranks rank 0's part for rank 1 (chunks 1 and 2) is one run: it sends straight. A Blocks output
+  // with the Sharded rule's sizes (one run per peer) sends straight everywhere; the reverse exchange's
+  // senders' runs are short: plain typed.
+  using namespace dsp::detail;
+  const Capabilities caps{true, true};
+  for (std::size_t n = 2; n <= 6; ++n) {
+    CAPTURE(n);
+    const std::array<std::size_t, 4> g{1, 64 * n, 2 * n, 16};
+    const CutSide heads{2, Cut{Cut::Kind::even, g[2], n, nullptr}}, zz{1, Cut{Cut::Kind::zigzag, g[1], n, nullptr}};
+    std::vector<std::size_t> starts(n + 1, 0);
+    for (std::size_t r = 0; r < n; ++r) starts[r + 1] = starts[r] + dsp::Partition{g[1], n}.count(r);
+    const CutSide blocks{1, Cut{Cut::Kind::blocks, g[1], n, starts.data()}};
+    CHECK(cut_mode(g, heads, zz, n, 4, caps, dsp::SwitchAlgorithm::automatic) == CutMode::typed_staged);
+    CHECK(cut_mode(g, heads, blocks, n, 4, caps, dsp::SwitchAlgorithm::automatic) == CutMode::typed_staged);
+    CHECK(cut_mode(g, zz, heads, n, 4, caps, dsp::SwitchAlgorithm::automatic) == CutMode::typed);
+    CHECK(cut_mode(g, heads, zz, n, 4, caps, dsp::SwitchAlgorithm::datatypes) == CutMode::typed);  // forced: as is
+    for (std::size_t p = 0; p < n; ++p) {
+      CAPTURE(p);
+      const CutPlan z = plan_cut(g, heads, zz, p, n, CutMode::typed_staged);
+      const bool two_runs = !(n == 2 && p == 0);
+      CHECK(z.pack.empty() == !two_runs);
+      CHECK(z.sends.size() == n - 1);
+      CHECK(z.send_elems == (two_runs ? (n - 1) * 64 * 32 : 0u));  // 64 rows of 2 heads per peer
+      for (const dsp::PeerRuns& r : z.sends)
+        if (two_runs) CHECK((r.runs.len == r.elems && r.runs.stride == r.elems && r.elems == 64 * 32));
+      const CutPlan b = plan_cut(g, heads, blocks, p, n, CutMode::typed_staged);
+      CHECK(b.pack.empty());
+      CHECK(b.send_elems == 0u);
+    }
+  }
+  // Through redistribute: exact both ways, one typed collective, nothing else.
+  const std::size_t n = std::size_t(world().size());
+  Counted c{world()};
+  const E4 e{1, 64 * n, 2 * n, 16};
+  using Z1 = dsp::DistTensor<T, 4, Zigzag<1>, Counted>;
+  using S2 = dsp::DistTensor<T, 4, Sharded<2>, Counted>;
+  auto z1 = [&] { return Z1{c, e}; };
+  auto s2 = [&] { return S2{c, e}; };
+  check_move<Sharded<2>, Zigzag<1>>(e, s2, z1, "Sharded<2> -> Zigzag<1>");
+  check_move<Zigzag<1>, Sharded<2>>(e, z1, s2, "Zigzag<1> -> Sharded<2>");
+  S2 s = s2();
+  Z1 z = z1();
+  dsp::fill(s, [&](const E4& g) { return ref(g, e); });
+  for (int k = 0; k < 3; ++k) {  // warm calls reuse the packed section
+    dsp::fill(z, [](const E4&) { return T(-1); });
+    c.reset();
+    dsp::redistribute<Zigzag<1>>(s, z);
+    CHECK(c.counts().all_to_all == 0u);
+    CHECK(c.counts().exchange == (n > 1 ? 1u : 0u));
+    CHECK(sum_all(dsp::count_mismatches(z, [&](const E4& g) { return ref(g, e); })) == 0);
+  }
+}
+
 TEST_CASE("Zigzag: a tensor's block, its extents and its global indices") {
   const std::size_t n = std::size_t(world().size()), r = std::size_t(world().rank());
   const E4 e{2, 2 * n + 3, 3, 2};

@@ -4,7 +4,8 @@
 // (plan/cut.hpp): prepare (each tensor's plan, cached, and the workspace),
 // agree, then one exchange: point-to-point messages between the blocks'
 // runs (or one side's runs, the other side staged through the workspace),
-// the same runs as one typed collective, or one packed all-to-all-v
+// the same runs as one typed collective (a rank's sends packed first where
+// its parts are a few long runs), or one packed all-to-all-v
 // (of every tensor's sections, for a batch; or, where each tensor of a batch
 // moves without copies on its own, each tensor's exchange in turn). On a
 // low-precision wire: the packed exchange, each tensor's part of a peer's
@@ -306,8 +307,9 @@ void exchange_staged(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
   fence_after(port, exec);
 }
 
-/// The exchange of one tensor's own plan (point to point or typed), its own
-/// part copied meanwhile.
+/// The exchange of one tensor's own plan (point to point or typed; a
+/// typed_staged plan's sends packed into the workspace first where it has
+/// pack tasks), its own part copied meanwhile.
 template <class M>
 void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
   const auto exec = port.exec();
@@ -316,9 +318,15 @@ void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
     fence_after(port, exec);
   };
   if (product(a.global) == 0) return local();  // the same on every rank: none enters the typed collective
+  const void* from = a.src;
+  if (!plan.pack.empty()) {
+    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
+    unsigned char* sbuf = ws ? ws->send() : nullptr;
+    copy_runs(exec, sbuf, a.src, a.elem_bytes, plan.pack, true);
+    from = sbuf;
+  }
   fence_before_transfer(port, exec);
-  if (plan.mode == CutMode::typed)
-    return port.exchange_runs_typed(a.src, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
+  if (cut_typed(plan.mode)) return port.exchange_runs_typed(from, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
   port.exchange_runs(a.src, plan.sends, a.dst, plan.recvs, a.elem_bytes, local);
 }
 
@@ -396,7 +404,7 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
     bool copy_free = true;
     for (const RecutArgs& a : items)
       if (const CutMode m = cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting, false);
-          m != CutMode::peer && m != CutMode::typed)
+          m != CutMode::peer && m != CutMode::typed)  // typed_staged packs one side
         copy_free = false;
     r.separate = copy_free || most >= kSeparateBatchBytes;
   }
@@ -405,11 +413,10 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
       r.plans[k] = r.separate ? cached_cut_plan(items[k], p, n, caps, setting, true)
                               : cached_cut_plan(items[k], p, n, caps, SwitchAlgorithm::alltoallv, false);
   std::size_t sb = 0, rb = 0;
-  if (r.separate)  // each tensor in turn: the workspace of the largest packed or staged one
+  if (r.separate)  // each tensor in turn: the workspace of the largest packed or staged one (else 0)
     for (std::size_t k = 0; k < items.size(); ++k)
-      if (r.plans[k]->mode != CutMode::peer && r.plans[k]->mode != CutMode::typed)
-        sb = std::max(sb, r.plans[k]->send_elems * items[k].elem_bytes),
-        rb = std::max(rb, r.plans[k]->recv_elems * items[k].elem_bytes);
+      sb = std::max(sb, r.plans[k]->send_elems * items[k].elem_bytes),
+      rb = std::max(rb, r.plans[k]->recv_elems * items[k].elem_bytes);
   if (!r.separate) {
     batch_sections(items, r.plans, n, r.sections);
     sb = r.sections.send_bytes, rb = r.sections.recv_bytes;
@@ -426,12 +433,12 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
 /// The path a prepared exchange takes (the agreement compares it).
 inline Path recut_path(const RecutRun& r, std::size_t items) {
   const CutMode mode = r.plans[0]->mode;
-  return r.whole_in                                                                              ? Path::identity
-         : items > 1 && r.separate                                                               ? Path::per_tensor
-         : r.sectioned                                                                           ? Path::sections
-         : mode == CutMode::peer || mode == CutMode::staged_send || mode == CutMode::staged_recv ? Path::pairwise
-         : mode == CutMode::typed                                                                ? Path::datatypes
-                                                                                                 : Path::alltoallv;
+  return r.whole_in                                  ? Path::identity
+         : items > 1 && r.separate                   ? Path::per_tensor
+         : r.sectioned                               ? Path::sections
+         : mode == CutMode::peer || cut_staged(mode) ? Path::pairwise
+         : cut_typed(mode)                           ? Path::datatypes
+                                                     : Path::alltoallv;
 }
 
 /// Runs a prepared exchange on `items` (blocking).
@@ -454,7 +461,7 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
     for (std::size_t k = 0; k < items.size(); ++k) {
       const CutMode m = r.plans[k]->mode;
       if (m == CutMode::packed) exchange_packed(port, *r.plans[k], items[k]);
-      else if (m == CutMode::staged_send || m == CutMode::staged_recv) exchange_staged(port, *r.plans[k], items[k]);
+      else if (cut_staged(m)) exchange_staged(port, *r.plans[k], items[k]);
       else exchange_one(port, *r.plans[k], items[k]);
     }
     return;

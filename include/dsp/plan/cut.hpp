@@ -64,13 +64,32 @@ inline std::size_t average_cut_chunk(std::span<const std::size_t> global, const 
 /// long runs with the other side's short runs staged through the workspace
 /// (`staged_send`: the sender packs each part, the messages land straight in
 /// the receiver's runs; `staged_recv`: they leave straight from the sender's
-/// runs, the receiver unpacks). Where a Zigzag or Blocks block's part is two
+/// runs, the receiver unpacks), or the typed collective with each rank whose
+/// part for some peer is several runs sending from its parts packed into the
+/// workspace (`typed_staged`: a rank whose parts are one run each sends
+/// straight, as `typed`). Where a Zigzag or Blocks block's part is two
 /// runs per peer, all-to-all-v cannot take it straight (one displacement per
 /// peer) and packed pays a copy that the Sharded switch does not.
-enum class CutMode : unsigned char { packed, peer, typed, staged_send, staged_recv };
+enum class CutMode : unsigned char { packed, peer, typed, staged_send, staged_recv, typed_staged };
 
 /// Whether a mode's plan lists messages (PeerRuns) rather than counts.
 constexpr bool cut_messages(CutMode m) { return m != CutMode::packed; }
+/// Whether a mode is point to point with one side staged.
+constexpr bool cut_staged(CutMode m) { return m == CutMode::staged_send || m == CutMode::staged_recv; }
+/// Whether a mode is the typed collective.
+constexpr bool cut_typed(CutMode m) { return m == CutMode::typed || m == CutMode::typed_staged; }
+
+/// The typed collective's sends staged (`typed_staged`) where a peer's chunk
+/// is at most kStagedTypedChunkBytes on average and every run of the
+/// senders' parts at least kStagedTypedRunBytes (a few long runs, packed at
+/// copy speed): measured with MPI_Isend/Irecv pairs of one chunk at 2 ranks,
+/// a strided receive of 128-byte runs (docs/benchmarks.md, "Small typed
+/// exchanges: the Zigzag sender packed"), a send of two 2 to 4 KiB runs as
+/// one strided datatype took 1.1-1.3x the time of one contiguous run, the
+/// same runs packed first 0.95-1.15x; two 8 KiB runs tied; with two 16 KiB
+/// runs packing lost (1.05-1.14x the strided send).
+inline constexpr std::size_t kStagedTypedChunkBytes = std::size_t(16) << 10;
+inline constexpr std::size_t kStagedTypedRunBytes = std::size_t(2) << 10;
 
 /// The exchange, on one rank. `peer`, `typed` and the staged modes: the runs
 /// of each peer's parts (several entries per peer, in an order both sides
@@ -172,7 +191,8 @@ inline std::size_t largest_cut_block(std::span<const std::size_t> global, const 
 /// byte offset fits an int and the runs and a peer's chunk (on average) pass
 /// typed_by_rule (`alone`: one tensor's own exchange), point to point with
 /// one side staged where the other side's runs are all kPairwiseBytes or
-/// more, else packed; a
+/// more, else packed (the typed collective's sends staged where its chunks
+/// are small and its senders' runs long: kStagedTypedChunkBytes); a
 /// forced setting where the backend can (pairwise: peer, datatypes: typed),
 /// else packed.
 inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t n,
@@ -189,7 +209,9 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   // Up to kSmallSwitchBytes per rank packed, as the switch takes its one all-to-all there (and a
   // chunk past the eager limit then goes in eager pieces: engine/recut.hpp).
   if (product(global) / n * elem_bytes <= kSmallSwitchBytes) return CutMode::packed;
-  if (typed_ok && typed_by_rule(piece, chunk, alone)) return CutMode::typed;
+  if (typed_ok && typed_by_rule(piece, chunk, alone))
+    return chunk <= kStagedTypedChunkBytes && runs.send * elem_bytes >= kStagedTypedRunBytes ? CutMode::typed_staged
+                                                                                             : CutMode::typed;
   // One side's runs all long enough to go point to point, the other's not: that side staged.
   if (caps.peer && runs.recv * elem_bytes >= kPairwiseBytes) return CutMode::staged_send;
   if (caps.peer && runs.send * elem_bytes >= kPairwiseBytes) return CutMode::staged_recv;
@@ -221,18 +243,36 @@ inline void append_runs(std::vector<PeerRuns>& list, const PeerRuns& e) {
   list.push_back(e);
 }
 
+/// Whether each peer's entries in a run list (a peer's entries consecutive)
+/// are one contiguous run.
+inline bool one_run_per_peer(std::span<const PeerRuns> list) {
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const PeerRuns& e = list[k];
+    if (e.elems > e.runs.len && e.runs.stride != e.runs.len) return false;
+    if (k > 0 && list[k - 1].peer == e.peer && list[k - 1].runs.base + list[k - 1].elems != e.runs.base) return false;
+  }
+  return true;
+}
+
 /// Rank p's plan of the exchange from `in` to `out` over n ranks.
 /// `direct`: a packed plan may send from the input and receive into the
 /// output (one tensor); a batch's plans keep their copies.
 /// The staged modes: each part one entry per side, its messages the direct
 /// side's runs; the staged side's entry a contiguous section of the workspace
 /// (send_elems, recv_elems), filled by `pack` or emptied by `unpack`.
+/// `typed_staged`: the typed lists, except on a rank whose part for some peer
+/// is more than one run: its sends each peer's parts packed into one
+/// contiguous section of the workspace.
 inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, const CutSide& out, std::size_t p,
                         std::size_t n, CutMode mode, bool direct = true) {
   const std::size_t R = global.size();
   const bool replicated_in = in.cut.kind == Cut::Kind::whole;
   const bool peer = cut_messages(mode);  // run lists (point to point or typed)
   const bool stage_send = mode == CutMode::staged_send, stage_recv = mode == CutMode::staged_recv;
+  const bool typed_staged = mode == CutMode::typed_staged;
+  std::vector<PeerRuns> packed_sends;  // typed_staged: each peer's section of the workspace
+  std::vector<CopyTask> packed_tasks;
+  std::size_t packed_elems = 0;
   CutPlan plan;
   plan.mode = mode;
   // What this rank keeps: from its own block (a replicated input holds all).
@@ -259,6 +299,7 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t to = (p + k) % n, from = (p + n - k) % n;
     if (!peer) plan.send_displs[to] = plan.send_elems, send_first[to] = plan.pack.size();
+    const std::size_t section = packed_elems;
     each_part(global, in, out, p, to, [&](const RBox& part, const RBox& sb, const RBox& rb) {
       const std::size_t e = box_elems(part, R);
       plan.moved += e;
@@ -273,10 +314,13 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
         plan.send_elems = box_tasks(sb, part, R, plan.send_elems, true, plan.pack);
         return;
       }
+      if (typed_staged) packed_elems = box_tasks(sb, part, R, packed_elems, true, packed_tasks);
       tasks.clear();
       box_tasks(sb, part, R, 0, true, tasks);
       for (const CopyTask& t : tasks) append_runs(plan.sends, {int(to), t.src, piece, t.elems});
     });
+    if (const std::size_t e = packed_elems - section; e > 0)
+      packed_sends.push_back({int(to), contiguous(section, e), e, e});
     if (!peer) {
       send_end[to] = plan.pack.size();
       plan.recv_displs[from] = plan.recv_elems, recv_first[from] = plan.unpack.size();
@@ -298,6 +342,11 @@ inline CutPlan plan_cut(std::span<const std::size_t> global, const CutSide& in, 
       for (const CopyTask& t : tasks) append_runs(plan.recvs, {int(from), t.dst, piece, t.elems});
     });
     if (!peer) recv_end[from] = plan.unpack.size();
+  }
+  if (typed_staged && !one_run_per_peer(plan.sends)) {
+    plan.sends = std::move(packed_sends);
+    plan.pack = std::move(packed_tasks);
+    plan.send_elems = packed_elems;
   }
   if (!peer) {
     // >= every count and displacement on every rank, and equal on all: a sender's buffer holds its block
