@@ -205,6 +205,16 @@ TEST_CASE("a small typed exchange: a rank whose part for a peer is two long runs
     CHECK(cut_mode(g, heads, blocks, n, 4, caps, dsp::SwitchAlgorithm::automatic) == CutMode::typed_staged);
     CHECK(cut_mode(g, zz, heads, n, 4, caps, dsp::SwitchAlgorithm::automatic) == CutMode::typed);
     CHECK(cut_mode(g, heads, zz, n, 4, caps, dsp::SwitchAlgorithm::datatypes) == CutMode::typed);  // forced: as is
+    // A batch's member reads as typed (its decision to move tensor by tensor: [1, 64 N, 2 N, 32], whose
+    // 256-byte receiver runs pass the batch's rule); into Replicated (each peer's part the whole block)
+    // nothing is staged.
+    const std::array<std::size_t, 4> g3{1, 64 * n, 2 * n, 32};
+    const CutSide heads3{2, Cut{Cut::Kind::even, g3[2], n, nullptr}}, zz3{1, Cut{Cut::Kind::zigzag, g3[1], n, nullptr}};
+    CHECK(cut_mode(g3, heads3, zz3, n, 4, caps, dsp::SwitchAlgorithm::automatic) == CutMode::typed_staged);
+    CHECK(cut_mode(g3, heads3, zz3, n, 4, caps, dsp::SwitchAlgorithm::automatic, false) == CutMode::typed);
+    const CutSide whole{1, Cut{Cut::Kind::whole, g[1], n, nullptr}};
+    CHECK(cut_mode(g, zz, whole, n, 4, caps, dsp::SwitchAlgorithm::automatic) != CutMode::typed_staged);
+    CHECK(cut_mode(g, heads, whole, n, 4, caps, dsp::SwitchAlgorithm::automatic) != CutMode::typed_staged);
     for (std::size_t p = 0; p < n; ++p) {
       CAPTURE(p);
       const CutPlan z = plan_cut(g, heads, zz, p, n, CutMode::typed_staged);
@@ -219,6 +229,16 @@ TEST_CASE("a small typed exchange: a rank whose part for a peer is two long runs
       CHECK(b.send_elems == 0u);
     }
   }
+  // A peer's entries as one run: a single run, runs end to end (stride = length), consecutive entries
+  // end to end; not: runs with gaps, entries out of order or apart.
+  CHECK(one_run_per_peer(std::vector<dsp::PeerRuns>{{1, dsp::Runs{0, 4, 4}, 4, 8}}));
+  CHECK(one_run_per_peer(std::vector<dsp::PeerRuns>{{1, dsp::Runs{3, 9, 9}, 9, 9}, {2, dsp::Runs{0, 5, 5}, 5, 5}}));
+  CHECK(one_run_per_peer(std::vector<dsp::PeerRuns>{{1, dsp::Runs{0, 4, 4}, 4, 4}, {1, dsp::Runs{4, 2, 2}, 2, 2}}));
+  CHECK_FALSE(one_run_per_peer(std::vector<dsp::PeerRuns>{{1, dsp::Runs{0, 10, 4}, 4, 8}}));
+  CHECK_FALSE(
+      one_run_per_peer(std::vector<dsp::PeerRuns>{{1, dsp::Runs{4, 2, 2}, 2, 2}, {1, dsp::Runs{0, 4, 4}, 4, 4}}));
+  CHECK_FALSE(
+      one_run_per_peer(std::vector<dsp::PeerRuns>{{1, dsp::Runs{0, 4, 4}, 4, 4}, {1, dsp::Runs{5, 2, 2}, 2, 2}}));
   // Through redistribute: exact both ways, one typed collective, nothing else.
   const std::size_t n = std::size_t(world().size());
   Counted c{world()};
@@ -240,6 +260,18 @@ TEST_CASE("a small typed exchange: a rank whose part for a peer is two long runs
     CHECK(c.counts().exchange == (n > 1 ? 1u : 0u));
     CHECK(sum_all(dsp::count_mismatches(z, [&](const E4& g) { return ref(g, e); })) == 0);
   }
+  // A batch of three [1, 64 N, 2 N, 32] (256-byte receiver runs, 16 KiB chunks): each tensor alone
+  // would move without a packed all-to-all-v (typed), so the batch moves tensor by tensor, each tensor
+  // staging its own sends: three typed collectives, no all-to-all-v.
+  const E4 e3{1, 64 * n, 2 * n, 32};
+  S2 a{c, e3}, b{c, e3}, d{c, e3};
+  Z1 za{c, e3}, zb{c, e3}, zd{c, e3};
+  for (S2* t : {&a, &b, &d}) dsp::fill(*t, [&](const E4& g) { return ref(g, e3); });
+  c.reset();
+  dsp::redistribute<Zigzag<1>>(dsp::batch(a, b, d), dsp::batch(za, zb, zd));
+  CHECK(c.counts().all_to_all == 0u);
+  CHECK(c.counts().exchange == (n > 1 ? 3u : 0u));
+  for (Z1* t : {&za, &zb, &zd}) CHECK(sum_all(dsp::count_mismatches(*t, [&](const E4& g) { return ref(g, e3); })) == 0);
 }
 
 TEST_CASE("Zigzag: a tensor's block, its extents and its global indices") {

@@ -84,10 +84,11 @@ constexpr bool cut_typed(CutMode m) { return m == CutMode::typed || m == CutMode
 /// senders' parts at least kStagedTypedRunBytes (a few long runs, packed at
 /// copy speed): measured with MPI_Isend/Irecv pairs of one chunk at 2 ranks,
 /// a strided receive of 128-byte runs (docs/benchmarks.md, "Small typed
-/// exchanges: the Zigzag sender packed"), a send of two 2 to 4 KiB runs as
-/// one strided datatype took 1.1-1.3x the time of one contiguous run, the
-/// same runs packed first 0.95-1.15x; two 8 KiB runs tied; with two 16 KiB
-/// runs packing lost (1.05-1.14x the strided send).
+/// exchanges: a sender's two runs packed"), packing a peer's two runs
+/// first and sending them contiguous took 0.8-0.9x the time of one strided
+/// send of both for 2 KiB runs, for 4 KiB runs about its time in the VM's
+/// fast regime and 0.83-0.87x in the slow one; two 8 KiB runs tied; with two
+/// 16 KiB runs packing lost (1.05-1.14x the strided send).
 inline constexpr std::size_t kStagedTypedChunkBytes = std::size_t(16) << 10;
 inline constexpr std::size_t kStagedTypedRunBytes = std::size_t(2) << 10;
 
@@ -209,9 +210,14 @@ inline CutMode cut_mode(std::span<const std::size_t> global, const CutSide& in, 
   // Up to kSmallSwitchBytes per rank packed, as the switch takes its one all-to-all there (and a
   // chunk past the eager limit then goes in eager pieces: engine/recut.hpp).
   if (product(global) / n * elem_bytes <= kSmallSwitchBytes) return CutMode::packed;
+  // typed_staged: one tensor's own exchange (a batch's decision to move tensor by tensor reads its
+  // members as typed: each then stages on its own), not into Replicated (each peer's part is the
+  // whole block: n - 1 copies of it).
   if (typed_ok && typed_by_rule(piece, chunk, alone))
-    return chunk <= kStagedTypedChunkBytes && runs.send * elem_bytes >= kStagedTypedRunBytes ? CutMode::typed_staged
-                                                                                             : CutMode::typed;
+    return alone && out.cut.kind != Cut::Kind::whole && chunk <= kStagedTypedChunkBytes &&
+                   runs.send * elem_bytes >= kStagedTypedRunBytes
+               ? CutMode::typed_staged
+               : CutMode::typed;
   // One side's runs all long enough to go point to point, the other's not: that side staged.
   if (caps.peer && runs.recv * elem_bytes >= kPairwiseBytes) return CutMode::staged_send;
   if (caps.peer && runs.send * elem_bytes >= kPairwiseBytes) return CutMode::staged_recv;
