@@ -52,6 +52,18 @@ Workspace<MemorySpace>& workspace(const Comm& comm) {
   return comm.resources().template slot<Workspace<MemorySpace>>();
 }
 
+/// The workspace's send and receive buffers on comm, as the prepare step
+/// reserved them (null where nothing was reserved: a plan that reserved
+/// nothing reads neither).
+struct WorkspaceBuffers {
+  unsigned char *send = nullptr, *recv = nullptr;
+};
+template <class MemorySpace, class Comm>
+WorkspaceBuffers workspace_buffers(const Comm& comm) {
+  const Workspace<MemorySpace>* ws = comm.resources().template find<Workspace<MemorySpace>>();
+  return ws ? WorkspaceBuffers{ws->send(), ws->recv()} : WorkspaceBuffers{};
+}
+
 /// Outputs of the allocating calls (`y = dynamic_switch<D>(x)`, `gather(x)`),
 /// recycled: the pool keeps a reference to each view it hands out, and a view
 /// whose only reference is the pool's (the caller dropped or overwrote it) is

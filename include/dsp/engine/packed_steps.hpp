@@ -139,9 +139,7 @@ void execute_packed(PortOn<M>& comm, const PackedPlan& plan, const PackedArgs& a
   if (moves && plan.separate()) return execute_separately(comm, plan, a);
   packed_own_blocks(exec, plan, a);  // they need nothing from anybody
   if (!moves) return fence_after(comm, exec);
-  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
-  unsigned char* sbuf = ws ? ws->send() : nullptr;
-  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  const auto [sbuf, rbuf] = workspace_buffers<M>(comm);
   packed_pack(exec, plan, a, sbuf);
   fence_before_transfer(comm, exec);
   if (plan.equal_chunk) comm.all_to_all(sbuf, rbuf, plan.equal_chunk, 1);
@@ -208,9 +206,7 @@ void execute_packed_gather(PortOn<M>& comm, const PackedGatherPlan& plan, const 
     return;
   }
   const bool moves = comm.size() > 1 && product(a.global) > 0;
-  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
-  unsigned char* sbuf = moves && ws ? ws->send() : nullptr;
-  unsigned char* rbuf = moves && ws ? ws->recv() : nullptr;
+  const auto [sbuf, rbuf] = moves ? workspace_buffers<M>(comm) : WorkspaceBuffers{};
   packed_gather_own(exec, plan, a, comm.rank(), sbuf);
   if (!moves) return fence_after(comm, exec);
   fence_before_transfer(comm, exec);

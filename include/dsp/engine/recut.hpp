@@ -272,9 +272,7 @@ void exchange_packed(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
   const auto exec = port.exec();
   copy_runs(exec, a.dst, a.src, a.elem_bytes, c.self, true);
   if (port.size() > 1 && c.bound > 0) {
-    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
-    unsigned char* sbuf = ws ? ws->send() : nullptr;
-    unsigned char* rbuf = ws ? ws->recv() : nullptr;
+    const auto [sbuf, rbuf] = workspace_buffers<M>(port);
     copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack, true);
     fence_before_transfer(port, exec);
     port.all_to_all_v(c.send_from_input ? a.src : sbuf, c.send_counts, c.send_displs,
@@ -292,9 +290,7 @@ void exchange_packed(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
 template <class M>
 void exchange_staged(PortOn<M>& port, const CutPlan& c, const RecutArgs& a) {
   const auto exec = port.exec();
-  const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
-  unsigned char* sbuf = ws ? ws->send() : nullptr;
-  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  const auto [sbuf, rbuf] = workspace_buffers<M>(port);
   const bool send_staged = c.mode == CutMode::staged_send;
   copy_runs(exec, sbuf, a.src, a.elem_bytes, c.pack, true);
   fence_before_transfer(port, exec);
@@ -320,8 +316,7 @@ void exchange_one(PortOn<M>& port, const CutPlan& plan, const RecutArgs& a) {
   if (product(a.global) == 0) return local();  // the same on every rank: none enters the typed collective
   const void* from = a.src;
   if (!plan.pack.empty()) {
-    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
-    unsigned char* sbuf = ws ? ws->send() : nullptr;
+    unsigned char* sbuf = workspace_buffers<M>(port).send;
     copy_runs(exec, sbuf, a.src, a.elem_bytes, plan.pack, true);
     from = sbuf;
   }
@@ -404,7 +399,7 @@ void prepare_recut(PortOn<M>& port, std::span<const RecutArgs> items, SwitchAlgo
     bool copy_free = true;
     for (const RecutArgs& a : items)
       if (const CutMode m = cut_mode(a.global, a.from, a.to, n, a.elem_bytes, caps, setting, false);
-          m != CutMode::peer && m != CutMode::typed)  // typed_staged packs one side
+          m != CutMode::peer && m != CutMode::typed)
         copy_free = false;
     r.separate = copy_free || most >= kSeparateBatchBytes;
   }
@@ -447,9 +442,7 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
   const std::size_t n = std::size_t(port.size());
   const auto exec = port.exec();
   if (r.on_wire) {
-    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
-    unsigned char* sbuf = ws ? ws->send() : nullptr;
-    unsigned char* rbuf = ws ? ws->recv() : nullptr;
+    const auto [sbuf, rbuf] = workspace_buffers<M>(port);
     const Wire wire = items[0].wire;
     exchange_wired(port, items, r.plans, r.sections, r.wired, sbuf, rbuf,
                    sbuf ? sbuf + wire_staging_bytes(wire, r.sections.send_bytes) : nullptr,
@@ -469,9 +462,7 @@ void execute_recut(PortOn<M>& port, std::span<const RecutArgs> items, const Recu
   for (std::size_t k = 0; k < items.size(); ++k)
     copy_runs(exec, items[k].dst, items[k].src, items[k].elem_bytes, r.plans[k]->self, true);
   if (n > 1 && !r.whole_in) {
-    const Workspace<M>* ws = port.resources().template find<Workspace<M>>();
-    unsigned char* sbuf = ws ? ws->send() : nullptr;
-    unsigned char* rbuf = ws ? ws->recv() : nullptr;
+    const auto [sbuf, rbuf] = workspace_buffers<M>(port);
     if (r.sections.bound > 0) {
       for (std::size_t k = 0; k < items.size(); ++k)
         copy_runs(exec, sbuf, items[k].src, items[k].elem_bytes, r.sections.pack[k], true);

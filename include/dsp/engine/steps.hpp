@@ -147,9 +147,7 @@ void execute_switch(PortOn<M>& comm, const SwitchPlan& plan, const SwitchArgs& a
   const auto exec = comm.exec();
   const std::size_t elem_bytes = a.elem_bytes;
   const bool empty = product(a.global) == 0;
-  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
-  unsigned char* sbuf = ws ? ws->send() : nullptr;
-  unsigned char* rbuf = ws ? ws->recv() : nullptr;
+  const auto [sbuf, rbuf] = workspace_buffers<M>(comm);
   if (const auto* p = std::get_if<IdentityPlan>(&plan)) {
     copy_runs(exec, a.out, a.in, elem_bytes, std::span(&p->copy, 1));
     fence_after(comm, exec);
@@ -208,8 +206,7 @@ void execute_gather(PortOn<M>& comm, const GatherPlan& plan, const GatherArgs& a
     return fence_after(comm, exec);
   }
   const auto& g = std::get<AllgatherPlan>(plan);
-  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
-  unsigned char* rbuf = g.recv_into_output || !ws ? nullptr : ws->recv();
+  unsigned char* rbuf = g.recv_into_output ? nullptr : workspace_buffers<M>(comm).recv;
   fence_before_transfer(comm, exec);
   if (total > 0)
     comm.all_gather_v(a.in, g.counts[std::size_t(comm.rank())], g.recv_into_output ? a.out : rbuf, g.counts, g.displs,
@@ -255,8 +252,7 @@ void execute_reduce(PortOn<M>& comm, const ReduceScatterPlan& plan, const Reduce
     if (total > 0) comm.all_reduce(a.in, a.out, total, a.type, a.op);
     return fence_after(comm, exec);
   }
-  const Workspace<M>* ws = comm.resources().template find<Workspace<M>>();
-  unsigned char* sbuf = plan.pack.empty() || !ws ? nullptr : ws->send();
+  unsigned char* sbuf = plan.pack.empty() ? nullptr : workspace_buffers<M>(comm).send;
   copy_runs(exec, sbuf, a.in, elem_bytes, plan.pack);
   fence_before_transfer(comm, exec);
   if (total > 0) comm.reduce_scatter(plan.pack.empty() ? a.in : sbuf, a.out, plan.counts, a.type, a.op);
