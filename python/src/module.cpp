@@ -9,10 +9,16 @@
 // Every local check (dtype, contiguity, device, block shape, layouts) goes
 // through the call's agreement check: a bad block on one rank raises on every
 // rank, before anything is communicated, and the input is untouched.
+#ifndef DSP_PYTHON_CUDA  // 1 where the module is built with a CUDA Kokkos and dsp::nccl (python/CMakeLists.txt)
+#define DSP_PYTHON_CUDA 0
+#endif
 #include <dsp/mpi.hpp>
 #include <dsp/wisdom.hpp>
 #if DSP_PYTHON_HDF5
 #include <dsp/hdf5.hpp>
+#endif
+#if DSP_PYTHON_CUDA
+#include <dsp/nccl.hpp>
 #endif
 
 #include <mpi4py/mpi4py.h>
@@ -35,8 +41,12 @@ namespace py = pybind11;
 
 namespace {
 
-using Space = Kokkos::HostSpace;
+using Space = Kokkos::HostSpace;  // a dsp.Comm made without device=
 using Comm = dsp::MpiCommunicator;
+#if DSP_PYTHON_CUDA
+using DevSpace = Kokkos::CudaSpace;  // a dsp.Comm made with device= (docs/python.md, "CUDA arrays")
+using DevComm = dsp::NcclCommunicator;
+#endif
 using dsp::ElemKind;
 using dsp::MeshStep;
 using dsp::detail::Op;
@@ -62,6 +72,7 @@ struct TypeInfo {
   bool complex = false;
   void (*set_type)(dsp::detail::Signature&) = nullptr;  // a signature's element type, as C++ sets it
   const char* py = "";                                  // as numpy and torch name it (Python's messages)
+  const void* wire_device = nullptr;                    // the wire kernels on the GPU (a CUDA build), or nullptr
 };
 
 /// An element type as numpy and torch name it.
@@ -86,16 +97,17 @@ constexpr const char* py_name() {
 
 template <class T>
 const TypeInfo* info_of() {
-  static const TypeInfo info{sizeof(T),
-                             dsp::detail::type_name<T>(),
-                             dsp::detail::SingleType<T>::value.hash,
-                             dsp::detail::SingleType<T>::value.names,
-                             dsp::elem_kind_v<T>,
-                             dsp::detail::wire_kernels_of<T, Space::execution_space>(),
-                             dsp::detail::reduce_type_code<T>(),
-                             dsp::detail::is_complex_reduce_v<T>,
-                             &dsp::detail::set_type<T>,
-                             py_name<T>()};
+  static const TypeInfo info {
+    sizeof(T), dsp::detail::type_name<T>(), dsp::detail::SingleType<T>::value.hash,
+        dsp::detail::SingleType<T>::value.names, dsp::elem_kind_v<T>,
+        dsp::detail::wire_kernels_of<T, Space::execution_space>(), dsp::detail::reduce_type_code<T>(),
+        dsp::detail::is_complex_reduce_v<T>, &dsp::detail::set_type<T>, py_name<T>(),
+#if DSP_PYTHON_CUDA
+        dsp::detail::wire_kernels_of<T, DevSpace::execution_space>()
+#else
+        nullptr
+#endif
+  };
   return &info;
 }
 
@@ -127,6 +139,91 @@ const TypeInfo* type_of(char kind, std::size_t bytes) {
     default: return nullptr;
   }
 }
+
+// ---------------------------------------------------------------- CUDA
+
+#if DSP_PYTHON_CUDA
+/// A dsp.Comm's CUDA side (dsp.Comm(comm, device=...)): an NCCL communicator
+/// over the same ranks, the stream dsp's kernels and collectives run on, and
+/// an event recorded after each call, which the caller's stream waits for.
+/// Owns all three (a mesh's NCCL communicators share the stream).
+struct DeviceComm {
+  int device = 0;
+  ncclComm_t nccl = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;
+  std::optional<DevComm> comm;
+  DeviceComm() = default;
+  DeviceComm(const DeviceComm&) = delete;
+  DeviceComm& operator=(const DeviceComm&) = delete;
+  ~DeviceComm() {  // no throw: an error here has nowhere to go
+    comm.reset();  // its Kokkos::Cuda instance on the stream, first
+    if (nccl) ncclCommDestroy(nccl);
+    if (done) cudaEventDestroy(done);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+/// Kokkos, initialized on the current CUDA device where it is not yet (a
+/// CUDA build initializes it with the first dsp.Comm, so that
+/// torch.cuda.set_device before it picks dsp's device as torch's).
+void ensure_kokkos() {
+  if (Kokkos::is_initialized()) return;
+  int d = 0;
+  DSP_CHECK_CUDA(cudaGetDevice(&d));
+  Kokkos::initialize(Kokkos::InitializationSettings().set_device_id(d));
+}
+
+/// The CUDA side of a dsp.Comm over `host`'s ranks on CUDA device `device`
+/// (-1: the current one). Collective over `host`: a rank whose device, stream
+/// or NCCL id cannot be made raises its reason, the others a BackendError
+/// saying so, before NCCL is entered (no rank waits for one that failed).
+std::shared_ptr<DeviceComm> make_device_comm(const Comm& host, int device) {
+  auto d = std::make_shared<DeviceComm>();
+  std::string why;
+  ncclUniqueId id{};
+  try {
+    if (device >= 0) DSP_CHECK_CUDA(cudaSetDevice(device));
+    DSP_CHECK_CUDA(cudaGetDevice(&d->device));
+    const int kokkos = Kokkos::Cuda().cuda_device();
+    if (kokkos != d->device)
+      throw dsp::InvalidArgument(
+          "dsp.Comm(device=" + std::to_string(d->device) + "): dsp's Kokkos runs on CUDA device " +
+          std::to_string(kokkos) +
+          " (chosen by the first dsp.Comm of this process); make every device dsp.Comm of a process on that "
+          "device (torch.cuda.set_device(k) before the first dsp.Comm picks k)");
+    DSP_CHECK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
+    DSP_CHECK_CUDA(cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming));
+    if (host.rank() == 0) DSP_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
+  } catch (const std::exception& e) {
+    why = "dsp.Comm(device=...) (rank " + std::to_string(host.rank()) + "): " + e.what();
+  }
+  int ok = why.empty() ? 1 : 0, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, host.native());
+  if (!ok) throw dsp::BackendError(why, 0);
+  if (!all)
+    throw dsp::BackendError("dsp.Comm(device=...): another rank could not set up its CUDA device (its error says why)",
+                            0);
+  MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, host.native());
+  DSP_CHECK_NCCL(nullptr, ncclCommInitRank(&d->nccl, host.size(), id, host.rank()));
+  d->comm.emplace(d->nccl, d->stream);
+  return d;
+}
+#else
+struct DeviceComm {  // a host build has none
+  int device = 0;
+};
+void ensure_kokkos() {
+  if (!Kokkos::is_initialized()) Kokkos::initialize();
+}
+#endif
+
+/// Where a call's arrays live: host memory (`dev` null; `host_only` says why
+/// where the operation never moves device memory) or dev's CUDA device.
+struct Want {
+  const DeviceComm* dev = nullptr;
+  const char* host_only = nullptr;
+};
 
 // ---------------------------------------------------------------- blocks
 
@@ -161,6 +258,7 @@ struct DLManagedTensor {
 struct Block {
   py::object array, keep;
   bool torch_cpu = false;  // a torch tensor in host memory (read through its attributes)
+  int device = -1;         // the CUDA device it lives on (DLPack), or -1: host memory
   void* data = nullptr;
   std::vector<std::size_t> shape;
   const TypeInfo* type = nullptr;
@@ -206,11 +304,56 @@ bool row_major(const DLTensor& t) {
   return true;
 }
 
-Block dlpack_block(py::object x) {
+/// What is wrong with a block's memory for a call that wants `w`, or "".
+std::string device_error(const Block& b, const Want& w) {
+  if (b.device < 0 && w.dev)
+    return "the array lives in host memory, but this dsp.Comm moves CUDA memory (device " +
+           std::to_string(w.dev->device) +
+           "); pass the block on that device (x.cuda()), or use a dsp.Comm made "
+           "without device=";
+  if (b.device < 0) return "";
+#if DSP_PYTHON_CUDA
+  if (w.host_only) return "the array lives in CUDA memory; " + std::string(w.host_only);
+  if (!w.dev)
+    return "the array lives in CUDA memory (device " + std::to_string(b.device) +
+           "), but this dsp.Comm moves host memory; make it with dsp.Comm(comm, device=\"cuda\") for CUDA arrays";
+  if (b.device != w.dev->device)
+    return "the array lives on CUDA device " + std::to_string(b.device) + ", but this dsp.Comm moves device " +
+           std::to_string(w.dev->device);
+  return "";
+#else
+  return "the array lives in device memory (CUDA device " + std::to_string(b.device) +
+         "); this build of dsp moves host memory (a CUDA build of the module moves device arrays: docs/python.md)";
+#endif
+}
+
+Block dlpack_block(py::object x, const Want& w) {
   Block b;
   b.array = x;
   if (py::hasattr(x, "requires_grad") && x.attr("requires_grad").cast<bool>()) x = x.attr("detach")();
-  py::object cap = x.attr("__dlpack__")();
+  // The device first (DLPack's __dlpack_device__): a CUDA producer is asked to make the data ready on
+  // dsp's stream (__dlpack__(stream=...): torch makes that stream wait for its current one).
+  std::int32_t type = 1, id = 0;
+  if (py::hasattr(x, "__dlpack_device__")) {
+    const py::tuple d = x.attr("__dlpack_device__")();
+    type = d[0].cast<std::int32_t>(), id = d[1].cast<std::int32_t>();
+  }
+  const bool cuda = type == 2 || type == 13;  // kDLCUDA, kDLCUDAManaged
+  if (!cuda && type != 1 && type != 3) {
+    b.error = "the array lives in device memory (DLPack device type " + std::to_string(type) +
+              "); dsp moves host memory and, in a CUDA build, CUDA memory (docs/python.md)";
+    return b;
+  }
+  if (cuda) {
+    b.device = id;
+    if (b.error = device_error(b, w); !b.error.empty()) return b;
+  }
+  py::object cap;
+#if DSP_PYTHON_CUDA
+  if (cuda) cap = x.attr("__dlpack__")(py::arg("stream") = reinterpret_cast<std::intptr_t>(w.dev->stream));
+  else
+#endif
+    cap = x.attr("__dlpack__")();
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
   if (!m) throw py::error_already_set();
   b.keep = cap;  // not consumed: the capsule's destructor releases the tensor
@@ -219,9 +362,9 @@ Block dlpack_block(py::object x) {
   for (std::int32_t d = 0; d < t.ndim; ++d) b.shape.push_back(std::size_t(t.shape[d]));
   static constexpr char kinds[] = {'i', 'u', 'f', '?', 'h', 'c', 'b'};
   if (t.dtype.lanes == 1 && t.dtype.code < sizeof kinds) b.type = type_of(kinds[t.dtype.code], t.dtype.bits / 8u);
-  if (t.device.device_type != 1 && t.device.device_type != 3)
-    b.error = "the array lives in device memory (DLPack device type " + std::to_string(t.device.device_type) +
-              "); this build of dsp moves host memory (a CUDA build of the module moves device arrays: docs/python.md)";
+  if (t.device.device_type != type && !(cuda && (t.device.device_type == 2 || t.device.device_type == 13)))
+    b.error = "the array's __dlpack__ names another device type (" + std::to_string(t.device.device_type) +
+              ") than its __dlpack_device__ (" + std::to_string(type) + ")";
   else if (!b.type)
     b.error = "the array's element type (DLPack code " + std::to_string(t.dtype.code) + ", " +
               std::to_string(t.dtype.bits) + " bits, " + std::to_string(t.dtype.lanes) + " lanes) is not one dsp moves";
@@ -285,11 +428,17 @@ std::optional<Block> torch_block(py::handle x, const TorchTypes& tt) {
   return b;
 }
 
-Block block_of(py::handle x) {
-  if (py::isinstance<py::array>(x)) return numpy_block(py::reinterpret_borrow<py::array>(x));
+/// Block `x` of a call whose arrays live as `w` says (a block elsewhere
+/// says so in its error).
+Block block_of(py::handle x, const Want& w = {}) {
+  auto host = [&](Block b) {
+    if (b.error.empty()) b.error = device_error(b, w);
+    return b;
+  };
+  if (py::isinstance<py::array>(x)) return host(numpy_block(py::reinterpret_borrow<py::array>(x)));
   if (const TorchTypes& tt = torch_types(); tt.tensor && PyObject_TypeCheck(x.ptr(), (PyTypeObject*)tt.tensor))
-    if (std::optional<Block> b = torch_block(x, tt)) return std::move(*b);
-  if (py::hasattr(x, "__dlpack__")) return dlpack_block(py::reinterpret_borrow<py::object>(x));
+    if (std::optional<Block> b = torch_block(x, tt)) return host(std::move(*b));
+  if (py::hasattr(x, "__dlpack__")) return dlpack_block(py::reinterpret_borrow<py::object>(x), w);
   throw dsp::InvalidArgument("dsp: a block is a numpy array or an object with __dlpack__ (a torch tensor), not " +
                              std::string(py::str(py::type::of(x).attr("__name__"))));
 }
@@ -373,12 +522,22 @@ template <std::size_t K>
 using MeshK = dsp::Mesh<K, Comm>;
 
 struct PyComm {
-  Comm comm;
+  Comm comm;                        // MPI (a duplicate of the mpi4py communicator)
+  std::shared_ptr<DeviceComm> dev;  // made with device=: NCCL over the same ranks, for CUDA arrays
 };
 
+#if DSP_PYTHON_CUDA
+template <std::size_t K>
+using DevMeshK = dsp::Mesh<K, DevComm>;
+using DevMeshes = std::variant<DevMeshK<1>, DevMeshK<2>, DevMeshK<3>, DevMeshK<4>>;
+#endif
+
 struct PyMesh {
+  PyComm world;  // first: destroyed after the meshes over it
   std::variant<MeshK<1>, MeshK<2>, MeshK<3>, MeshK<4>> mesh;
-  PyComm world;
+#if DSP_PYTHON_CUDA
+  std::optional<DevMeshes> dev;  // world.dev's mesh of the same shape (its calls run here)
+#endif
 };
 
 Comm comm_from(py::handle o) {
@@ -399,7 +558,12 @@ PyMesh make_mesh(const PyComm& c, const std::vector<int>& shape, std::index_sequ
     if (shape.size() != n) return;
     std::array<int, n> s{};
     std::copy(shape.begin(), shape.end(), s.begin());
-    m.emplace(PyMesh{MeshK<n>(c.comm, s), c});
+#if DSP_PYTHON_CUDA
+    m.emplace(PyMesh{c, MeshK<n>(c.comm, s), std::nullopt});
+    if (c.dev) m->dev.emplace(DevMeshK<n>(*c.dev->comm, s));
+#else
+    m.emplace(PyMesh{c, MeshK<n>(c.comm, s)});
+#endif
   };
   (one(std::integral_constant<std::size_t, K + 1>{}), ...);
   if (!m)
@@ -408,13 +572,75 @@ PyMesh make_mesh(const PyComm& c, const std::vector<int>& shape, std::index_sequ
   return std::move(*m);
 }
 
-/// Calls f(group) with the group as its C++ type: the communicator, or the mesh.
+/// Calls f(group) with the group as its C++ type over MPI: the communicator,
+/// or the mesh (its shape and coordinates are its CUDA side's too).
 template <class F>
 decltype(auto) with_group(py::handle g, F&& f) {
   if (py::isinstance<PyComm>(g)) return f(g.cast<PyComm&>().comm);
   if (py::isinstance<PyMesh>(g)) return std::visit(f, g.cast<PyMesh&>().mesh);
   throw dsp::InvalidArgument("dsp: the group is a dsp.Comm or a dsp.Mesh, not " +
                              std::string(py::str(py::type::of(g).attr("__name__"))));
+}
+
+/// The group's CUDA side, or nullptr (a host group, or not a group).
+const DeviceComm* device_of(py::handle g) {
+  if (py::isinstance<PyComm>(g)) return g.cast<PyComm&>().dev.get();
+  if (py::isinstance<PyMesh>(g)) return g.cast<PyMesh&>().world.dev.get();
+  return nullptr;
+}
+
+/// The memory space a group's calls move: a CUDA group's device memory.
+template <class G>
+struct space_of {
+  using type = Space;
+};
+#if DSP_PYTHON_CUDA
+template <>
+struct space_of<DevComm> {
+  using type = DevSpace;
+};
+template <std::size_t K>
+struct space_of<DevMeshK<K>> {
+  using type = DevSpace;
+};
+#endif
+template <class G>
+using SpaceOf = typename space_of<G>::type;
+
+/// Calls f(group) with the group its calls run on: with_group's, or on a
+/// dsp.Comm made with device=, its NCCL communicator (or mesh).
+template <class F>
+decltype(auto) with_engine_group(py::handle g, F&& f) {
+#if DSP_PYTHON_CUDA
+  if (py::isinstance<PyComm>(g))
+    if (const PyComm& c = g.cast<PyComm&>(); c.dev) return f(*c.dev->comm);
+  if (py::isinstance<PyMesh>(g))
+    if (PyMesh& m = g.cast<PyMesh&>(); m.dev) return std::visit(f, *m.dev);
+#endif
+  return with_group(g, std::forward<F>(f));
+}
+
+/// After a call on a CUDA group: the caller's stream waits for dsp's (no
+/// host wait), so that what the caller runs next sees the outputs and may
+/// reuse the inputs' memory. torch's current stream where an output is a
+/// torch tensor; otherwise (an array type dsp knows no current stream of)
+/// the host waits for dsp's stream.
+void order_after(const DeviceComm* d, const std::vector<Block>& out) {
+#if DSP_PYTHON_CUDA
+  if (!d) return;
+  DSP_CHECK_CUDA(cudaEventRecord(d->done, d->stream));
+  const TorchTypes& tt = torch_types();
+  const bool torch = !out.empty() && tt.tensor && PyObject_TypeCheck(out[0].array.ptr(), (PyTypeObject*)tt.tensor);
+  if (!torch) {
+    DSP_CHECK_CUDA(cudaEventSynchronize(d->done));
+    return;
+  }
+  const py::object s = py::module_::import("torch").attr("cuda").attr("current_stream")(d->device);
+  const auto caller = reinterpret_cast<cudaStream_t>(s.attr("cuda_stream").cast<std::intptr_t>());
+  DSP_CHECK_CUDA(cudaStreamWaitEvent(caller, d->done, 0));
+#else
+  (void)d, (void)out;
+#endif
 }
 
 // ---------------------------------------------------------------- plans
@@ -468,6 +694,7 @@ struct Request {
   std::size_t axes = 1;    // the group's axes (1: a communicator)
   bool given_axes = true;  // from and to named one placement per axis
   dsp::Wire wire = dsp::Wire::exact;
+  Want want;          // where the group's calls move memory (host, or its CUDA device)
   std::string error;  // the first local failure
   // A mesh layout's dsp.Blocks: its sizes and their prefix offsets (empty: none on that side).
   std::vector<std::size_t> src_sizes, dst_sizes, src_starts, dst_starts;
@@ -682,7 +909,8 @@ template <class G>
 std::vector<Block> outputs(const Request& r, const G& g, const std::string& error) {
   std::vector<Block> out;
   if (!error.empty()) return out;
-  for (std::size_t k = 0; k < r.in.size(); ++k) out.push_back(block_of(empty_like(r.in[k], out_shape(r, g, k))));
+  for (std::size_t k = 0; k < r.in.size(); ++k)
+    out.push_back(block_of(empty_like(r.in[k], out_shape(r, g, k)), r.want));
   return out;
 }
 
@@ -739,7 +967,8 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
       t.extents = t.out_extents = x.global.data();
     }
     t.kind = b.type ? b.type->kind : ElemKind::other;
-    t.wire = b.type && r.wire != dsp::Wire::exact ? b.type->wire : nullptr;
+    if (b.type && r.wire != dsp::Wire::exact)
+      t.wire = std::is_same_v<SpaceOf<G>, Space> ? b.type->wire : b.type->wire_device;
     t.mesh_shape = f.mesh_shape;
     const auto* in = static_cast<const unsigned char*>(b.data);
     t.in_range = {in, in + n_in * size};
@@ -756,7 +985,7 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
   f.steps = x.plan.steps().data(), f.n_steps = x.plan.steps().size();
   f.from = r.from.data(), f.axes = r.axes;
   f.error = x.error.empty() ? nullptr : x.error.c_str();
-  f.recut = dsp::detail::recut_hooks<Space>();  // a plan with Zigzag on a mesh axis has recut steps
+  f.recut = dsp::detail::recut_hooks<SpaceOf<G>>();  // a plan with Zigzag on a mesh axis has recut steps
   f.sizes = dsp::detail::CutSizes{r.in_sizes().in, r.out_sizes().in};
   if (!r.src_starts.empty() || !r.dst_starts.empty()) {
     std::uint64_t h = r.src_starts.empty() ? 0 : dsp::detail::block_sizes_hash(r.src_sizes);
@@ -775,15 +1004,17 @@ py::object result_of(const std::vector<Block>& out, bool list) {
 
 /// A local split (Replicated -> Sharded<d> on a communicator): no
 /// communication and no agreement check, as in C++.
-py::object run_split(Request& r, const Comm& c, bool list) {
+template <class C>
+py::object run_split(Request& r, const C& c, bool list) {
   r.error = layout_error(r, false);
   if (r.error.empty()) r.error = block_error(r, c);
   if (!r.error.empty()) throw dsp::InvalidArgument(r.error);
   std::vector<Block> out = outputs(r, c, "");
-  dsp::detail::PortOf<Comm, Space> port(c);
+  dsp::detail::PortOf<C, SpaceOf<C>> port(c);
   for (std::size_t k = 0; k < r.in.size(); ++k)
-    dsp::detail::execute_split<Space>(port, r.global, std::size_t(r.to[0]), r.in[k].data, out[k].data,
-                                      r.in[k].type->size);
+    dsp::detail::execute_split<SpaceOf<C>>(port, r.global, std::size_t(r.to[0]), r.in[k].data, out[k].data,
+                                           r.in[k].type->size);
+  order_after(r.want.dev, out);
   return result_of(out, list);
 }
 
@@ -794,18 +1025,19 @@ bool is_split(const Request& r, bool mesh) {
 }
 
 py::object run(Request& r, py::handle group, bool list) {
-  return with_group(group, [&](const auto& g) -> py::object {
+  return with_engine_group(group, [&](const auto& g) -> py::object {
     using G = std::remove_cvref_t<decltype(g)>;
     constexpr bool mesh = dsp::is_mesh_v<G>;
     if constexpr (!mesh)
       if (is_split(r, mesh)) return run_split(r, g, list);
     Facts x;
     std::vector<Block> out = fill_facts(x, r, g, false);
-    dsp::detail::GroupPorts<G, Space> ports(g);
+    dsp::detail::GroupPorts<G, SpaceOf<G>> ports(g);
     {
       py::gil_scoped_release release;
-      dsp::detail::run_call<Space>(ports.group(), x.f);
+      dsp::detail::run_call<SpaceOf<G>>(ports.group(), x.f);
     }
+    order_after(r.want.dev, out);
     return result_of(out, list);
   });
 }
@@ -943,7 +1175,8 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
     set_sizes(r, group, src_sizes, dst_sizes);
     return naming_sizes(r, group, [&] { return run(r, group, list); });
   }
-  const Comm& comm = group.cast<PyComm&>().comm;
+  const PyComm& pc = group.cast<PyComm&>();
+  const Comm& comm = pc.comm;
   const std::size_t n = std::size_t(comm.size()), me = std::size_t(comm.rank());
   std::string err = r.error;
   auto fail = [&](const std::string& why) {
@@ -991,7 +1224,7 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
   }
   std::vector<Block> out;
   if (err.empty())
-    for (std::size_t k = 0; k < r.in.size(); ++k) out.push_back(block_of(empty_like(r.in[k], out_shapes[k])));
+    for (std::size_t k = 0; k < r.in.size(); ++k) out.push_back(block_of(empty_like(r.in[k], out_shapes[k]), r.want));
   // The signature: element types, extents, layouts, the Blocks sizes (hashed), the call site.
   dsp::detail::Signature sig;
   sig.op = static_cast<std::uint32_t>(Op::redistribute);
@@ -1032,13 +1265,21 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
     if (err.empty()) {
       items[k].src = r.in[k].data, items[k].dst = out[k].data, items[k].elem_bytes = r.in[k].type->size;
       items[k].kind = r.in[k].type->kind;
-      items[k].wire_kernels = r.wire != dsp::Wire::exact ? r.in[k].type->wire : nullptr;
+      if (r.wire != dsp::Wire::exact) items[k].wire_kernels = pc.dev ? r.in[k].type->wire_device : r.in[k].type->wire;
     }
   }
-  dsp::detail::PortOf<Comm, Space> port(comm);
-  try {
+  auto exchange = [&](const auto& c) {  // on MPI, or on a device dsp.Comm's NCCL communicator
+    using C = std::remove_cvref_t<decltype(c)>;
+    dsp::detail::PortOf<C, SpaceOf<C>> port(c);
     py::gil_scoped_release release;
-    dsp::detail::run_recut<Space>(port, sig, std::move(err), std::span<const dsp::detail::RecutArgs>(items));
+    dsp::detail::run_recut<SpaceOf<C>>(port, sig, std::move(err), std::span<const dsp::detail::RecutArgs>(items));
+  };
+  try {
+#if DSP_PYTHON_CUDA
+    if (pc.dev) exchange(*pc.dev->comm);
+    else
+#endif
+      exchange(comm);
   } catch (const dsp::MismatchError& e) {
     if (blocks_hash == 0) throw;
     std::string mine;  // this rank's sizes: the agreement compares a hash
@@ -1049,16 +1290,42 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
               dsp::detail::text(std::span<const std::size_t>(dst_sizes));
     throw dsp::MismatchError(std::string(e.what()) + " (rank " + std::to_string(me) + ":" + mine + ")");
   }
+  order_after(r.want.dev, out);
   return result_of(out, list);
 }
 
 // ---------------------------------------------------------------- split-phase
 
+/// A split-phase flight in either memory space, behind one interface.
+struct AnyFlight {
+  virtual ~AnyFlight() = default;
+  virtual bool test() = 0;
+  virtual void finish() = 0;  // completes the messages, then the status agreement
+};
+template <class M>
+struct FlightIn final : AnyFlight {
+  explicit FlightIn(std::unique_ptr<dsp::detail::Flight<M>> x) : f(std::move(x)) {}
+  bool test() override { return f->test(); }
+  void finish() override {
+    f->complete([](int, std::size_t, std::size_t) {}, [] {});
+    f->settle();
+  }
+  std::unique_ptr<dsp::detail::Flight<M>> f;
+};
+
+/// The group's CUDA side, owned, or null.
+std::shared_ptr<DeviceComm> device_owner(py::handle g) {
+  if (py::isinstance<PyComm>(g)) return g.cast<PyComm&>().dev;
+  if (py::isinstance<PyMesh>(g)) return g.cast<PyMesh&>().world.dev;
+  return nullptr;
+}
+
 /// A split-phase call in flight: test(), wait(), result().
 class Handle {
  public:
-  Handle(std::unique_ptr<dsp::detail::Flight<Space>> f, std::vector<Block> in, std::vector<Block> out, bool list)
-      : flight_(std::move(f)), in_(std::move(in)), out_(std::move(out)), list_(list) {}
+  Handle(std::unique_ptr<AnyFlight> f, std::vector<Block> in, std::vector<Block> out, bool list,
+         std::shared_ptr<DeviceComm> dev)
+      : flight_(std::move(f)), in_(std::move(in)), out_(std::move(out)), list_(list), dev_(std::move(dev)) {}
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   ~Handle() {
@@ -1082,12 +1349,14 @@ class Handle {
   void wait() {
     if (failure_) std::rethrow_exception(failure_);
     if (done_ || !flight_) return;
-    py::gil_scoped_release release;
     try {
-      flight_->complete([](int, std::size_t, std::size_t) {}, [] {});
-      flight_->settle();
+      {
+        py::gil_scoped_release release;
+        flight_->finish();
+      }
       done_ = true;
       flight_.reset();  // its buffers (Kokkos views) now, not when Python collects the handle: maybe after exit
+      order_after(dev_.get(), out_);
     } catch (...) {
       failure_ = std::current_exception();
       done_ = true;
@@ -1100,25 +1369,28 @@ class Handle {
   }
 
  private:
-  std::unique_ptr<dsp::detail::Flight<Space>> flight_;
+  std::unique_ptr<AnyFlight> flight_;
   std::vector<Block> in_, out_;  // held until the call completes
   bool list_ = false, done_ = false;
+  std::shared_ptr<DeviceComm> dev_;  // a CUDA group's: its stream is ordered before the caller's at wait()
   std::exception_ptr failure_;
 };
 
 std::unique_ptr<Handle> start(Request& r, py::handle group, bool list) {
-  return with_group(group, [&](const auto& g) -> std::unique_ptr<Handle> {
+  return with_engine_group(group, [&](const auto& g) -> std::unique_ptr<Handle> {
     using G = std::remove_cvref_t<decltype(g)>;
+    using M = SpaceOf<G>;
     Facts x;
     std::vector<Block> out = fill_facts(x, r, g, true);
-    auto ports = std::make_shared<dsp::detail::GroupPorts<G, Space>>(g);
+    auto ports = std::make_shared<dsp::detail::GroupPorts<G, M>>(g);
     const auto& og = ports->group();
-    std::unique_ptr<dsp::detail::Flight<Space>> f;
+    std::unique_ptr<dsp::detail::Flight<M>> f;
     {
       py::gil_scoped_release release;
-      f = dsp::detail::start_call<Space>(og, std::move(ports), x.f);
+      f = dsp::detail::start_call<M>(og, std::move(ports), x.f);
     }
-    return std::make_unique<Handle>(std::move(f), std::move(r.in), std::move(out), list);
+    return std::make_unique<Handle>(std::make_unique<FlightIn<M>>(std::move(f)), std::move(r.in), std::move(out), list,
+                                    device_owner(group));
   });
 }
 
@@ -1138,6 +1410,7 @@ Request request(py::handle x, const std::vector<std::size_t>& global, const std:
   r.global = global;
   r.wire = static_cast<dsp::Wire>(wire);
   r.axes = group_axes(group);
+  r.want = Want{device_of(group)};
   r.given_axes = src.size() == r.axes && dst.size() == r.axes;
   for (std::size_t a = 0; a < r.axes; ++a) {
     r.from[a] = a < src.size() ? src[a] : kReplicated;
@@ -1148,7 +1421,7 @@ Request request(py::handle x, const std::vector<std::size_t>& global, const std:
   // recorded, so that every rank raises at the agreement check.
   auto take = [&](py::handle b, std::size_t k) {
     try {
-      r.in.push_back(block_of(b));
+      r.in.push_back(block_of(b, r.want));
     } catch (const std::exception& e) {  // dsp::InvalidArgument, or a Python error from __dlpack__
       if (r.error.empty())
         r.error = r.name + ": " + (list ? "block " + std::to_string(k) + " of the batch: " : "") + e.what();
@@ -1347,7 +1620,7 @@ py::object reshard(py::handle x, const std::vector<std::size_t>& global, const s
   DType dt;
   const TypeInfo* type = nullptr;
   try {
-    if (has_x) xb = block_of(x), type = xb->type;
+    if (has_x) xb = block_of(x, Want{nullptr, "dsp.reshard moves host memory (pass x.cpu())"}), type = xb->type;
     if (!dtype.is_none()) {
       dt = dtype_of(dtype);
       if (type && type != dt.type)
@@ -1450,7 +1723,7 @@ py::object h5_io(bool save, py::handle x, const std::vector<std::size_t>& global
     Block b;
     try {
       if (save) {
-        b = block_of(x);
+        b = block_of(x, Want{nullptr, "dsp.hdf5 saves host memory (pass x.cpu())"});
         if (std::string why = block_fits(b, box, global, "x"); err.empty() && !why.empty()) fail(why);
       } else if (dtype.is_none()) {
         fail("dtype is needed: the tensor's element type (a numpy or torch dtype)");
@@ -1571,16 +1844,45 @@ double cxx_switch_seconds(const PyComm& c, const std::vector<std::size_t>& g, in
 
 bool g_kokkos_ours = false;
 
+/// dsp.Comm's device argument: -2 (None: host memory), -1 ("cuda": the
+/// current CUDA device), or a device index ("cuda:k", k, or a torch.device).
+int device_index(py::handle d) {
+  if (d.is_none()) return -2;
+  std::string t;
+  if (py::isinstance<py::int_>(d) && !py::isinstance<py::bool_>(d)) t = "cuda:" + py::str(d).cast<std::string>();
+  else if (py::isinstance<py::str>(d) || std::string(py::str(py::type::of(d).attr("__name__"))) == "device")
+    t = py::str(d).cast<std::string>();  // a torch.device prints as "cuda:0" or "cuda"
+  int k = -1;
+  bool ok = t == "cuda";
+  if (!ok && t.rfind("cuda:", 0) == 0 && t.size() > 5 && t.size() < 9 &&
+      t.find_first_not_of("0123456789", 5) == std::string::npos)
+    ok = true, k = std::stoi(t.substr(5));
+  if (!ok)
+    throw dsp::InvalidArgument(
+        "dsp.Comm: device is None (host memory), \"cuda\", \"cuda:k\", k or a torch.device of "
+        "type cuda, not " +
+        std::string(py::repr(d)));
+#if !DSP_PYTHON_CUDA
+  throw dsp::InvalidArgument(
+      "dsp.Comm(device=" + t +
+      "): this build of dsp moves host memory only; CUDA arrays need the module built with a CUDA Kokkos and "
+      "NCCL (docs/python.md, \"CUDA arrays\")");
+#endif
+  return k;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_dsp, m) {
   m.doc() = "dsp's C++ core (the dsp package wraps it; see docs/python.md)";
   if (import_mpi4py() < 0) throw py::error_already_set();
   register_errors(m);
+#if !DSP_PYTHON_CUDA  // a CUDA build initializes Kokkos with its first dsp.Comm, on the device current then
   if (!Kokkos::is_initialized()) {
-    Kokkos::initialize();
+    ensure_kokkos();
     g_kokkos_ours = true;
   }
+#endif
   m.def("_finalize", [] {
     clear_outputs();
     if (g_kokkos_ours && Kokkos::is_initialized()) Kokkos::finalize(), g_kokkos_ours = false;
@@ -1593,12 +1895,32 @@ PYBIND11_MODULE(_dsp, m) {
   m.attr("kPartialMin") = kPartialMin;
   m.attr("version") = DSP_VERSION_STRING;
 
+  m.attr("has_cuda") = bool(DSP_PYTHON_CUDA);
   py::class_<PyComm>(m, "Comm")
-      .def(py::init([](py::handle c) { return PyComm{comm_from(c)}; }), py::arg("comm"))
+      .def(py::init([](py::handle c, py::handle device) {
+             [[maybe_unused]] const int d = device_index(device);  // -2: host
+             PyComm r{comm_from(c), nullptr};
+#if DSP_PYTHON_CUDA
+             if (!Kokkos::is_initialized()) {
+               if (d >= 0) DSP_CHECK_CUDA(cudaSetDevice(d));
+               ensure_kokkos();
+               g_kokkos_ours = true;
+             }
+             if (d != -2) r.dev = make_device_comm(r.comm, d);
+#endif
+             return r;
+           }),
+           py::arg("comm"), py::arg("device") = py::none())
       .def_property_readonly("rank", [](const PyComm& c) { return c.comm.rank(); })
       .def_property_readonly("size", [](const PyComm& c) { return c.comm.size(); })
+      .def_property_readonly("device",
+                             [](const PyComm& c) -> py::object {
+                               if (!c.dev) return py::none();
+                               return py::str("cuda:" + std::to_string(c.dev->device));
+                             })
       .def("__repr__", [](const PyComm& c) {
-        return "dsp.Comm(rank " + std::to_string(c.comm.rank()) + " of " + std::to_string(c.comm.size()) + ")";
+        return "dsp.Comm(rank " + std::to_string(c.comm.rank()) + " of " + std::to_string(c.comm.size()) +
+               (c.dev ? ", device cuda:" + std::to_string(c.dev->device) : std::string()) + ")";
       });
 
   py::class_<PyMesh>(m, "Mesh")
@@ -1766,7 +2088,12 @@ PYBIND11_MODULE(_dsp, m) {
   m.def("export_wisdom", [] { return dsp::export_wisdom(); });
   m.def("import_wisdom", [](const std::string& text) { dsp::import_wisdom(text); });
   m.def("forget_wisdom", &dsp::forget_wisdom);
-  m.def("workspace_bytes", [](const PyComm& c) { return dsp::workspace_bytes(c.comm); });
+  m.def("workspace_bytes", [](const PyComm& c) {
+#if DSP_PYTHON_CUDA
+    if (c.dev) return dsp::workspace_bytes(*c.dev->comm);
+#endif
+    return dsp::workspace_bytes(c.comm);
+  });
   m.def("release_workspaces", [] {
     clear_outputs();
     dsp::release_workspaces();
