@@ -142,6 +142,8 @@ const TypeInfo* type_of(char kind, std::size_t bytes) {
 
 // ---------------------------------------------------------------- CUDA
 
+bool g_kokkos_ours = false;  // the module initialized Kokkos (and finalizes it at exit)
+
 #if DSP_PYTHON_CUDA
 /// A dsp.Comm's CUDA side (dsp.Comm(comm, device=...)): an NCCL communicator
 /// over the same ranks, the stream dsp's kernels and collectives run on, and
@@ -172,50 +174,88 @@ void ensure_kokkos() {
   int d = 0;
   DSP_CHECK_CUDA(cudaGetDevice(&d));
   Kokkos::initialize(Kokkos::InitializationSettings().set_device_id(d));
+  g_kokkos_ours = true;
+}
+
+/// Raises on every rank of `host` where `failure` is set on any (collective):
+/// the failing rank its own exception, the others a BackendError saying so.
+/// So that no rank waits in a later collective for one that failed.
+void agree_or_raise(const Comm& host, const std::exception_ptr& failure, const char* what) {
+  int ok = failure ? 0 : 1, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, host.native());
+  if (failure) std::rethrow_exception(failure);
+  if (!all) throw dsp::BackendError(std::string(what) + ": another rank failed (its error says why)", 0);
 }
 
 /// The CUDA side of a dsp.Comm over `host`'s ranks on CUDA device `device`
-/// (-1: the current one). Collective over `host`: a rank whose device, stream
-/// or NCCL id cannot be made raises its reason, the others a BackendError
-/// saying so, before NCCL is entered (no rank waits for one that failed).
+/// (-1: the current one); Kokkos starts there where it has not yet.
+/// Collective over `host`: a rank whose device, Kokkos, stream or NCCL id
+/// cannot be made raises its reason (its current device as before), the
+/// others a BackendError saying so, before NCCL is entered. NCCL's own
+/// initialization failing on some ranks only is NCCL's to report.
 std::shared_ptr<DeviceComm> make_device_comm(const Comm& host, int device) {
   auto d = std::make_shared<DeviceComm>();
-  std::string why;
+  std::exception_ptr failure;
   ncclUniqueId id{};
+  int before = -1;
   try {
+    DSP_CHECK_CUDA(cudaGetDevice(&before));
     if (device >= 0) DSP_CHECK_CUDA(cudaSetDevice(device));
     DSP_CHECK_CUDA(cudaGetDevice(&d->device));
+    ensure_kokkos();
     const int kokkos = Kokkos::Cuda().cuda_device();
     if (kokkos != d->device)
       throw dsp::InvalidArgument(
-          "dsp.Comm(device=" + std::to_string(d->device) + "): dsp's Kokkos runs on CUDA device " +
-          std::to_string(kokkos) +
+          "dsp.Comm(device=" + std::to_string(d->device) + ") (rank " + std::to_string(host.rank()) +
+          "): dsp's Kokkos runs on CUDA device " + std::to_string(kokkos) +
           " (chosen by the first dsp.Comm of this process); make every device dsp.Comm of a process on that "
           "device (torch.cuda.set_device(k) before the first dsp.Comm picks k)");
     DSP_CHECK_CUDA(cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking));
     DSP_CHECK_CUDA(cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming));
     if (host.rank() == 0) DSP_CHECK_NCCL(nullptr, ncclGetUniqueId(&id));
-  } catch (const std::exception& e) {
-    why = "dsp.Comm(device=...) (rank " + std::to_string(host.rank()) + "): " + e.what();
+  } catch (...) {
+    failure = std::current_exception();
+    if (before >= 0) cudaSetDevice(before);
   }
-  int ok = why.empty() ? 1 : 0, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, host.native());
-  if (!ok) throw dsp::BackendError(why, 0);
-  if (!all)
-    throw dsp::BackendError("dsp.Comm(device=...): another rank could not set up its CUDA device (its error says why)",
-                            0);
+  agree_or_raise(host, failure, "dsp.Comm(device=...)");
   MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, host.native());
   DSP_CHECK_NCCL(nullptr, ncclCommInitRank(&d->nccl, host.size(), id, host.rank()));
   d->comm.emplace(d->nccl, d->stream);
   return d;
 }
+
+/// For one call on a CUDA group: its device current on this thread (torch's
+/// current stream, whose work dsp's stream waits for and which then waits
+/// for dsp's, is that device's), restored after. Nothing for a host group.
+class DeviceScope {
+ public:
+  explicit DeviceScope(const DeviceComm* d) {
+    if (!d) return;
+    DSP_CHECK_CUDA(cudaGetDevice(&before_));
+    if (before_ != d->device) DSP_CHECK_CUDA(cudaSetDevice(d->device));
+    else before_ = -1;
+  }
+  ~DeviceScope() {
+    if (before_ >= 0) cudaSetDevice(before_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int before_ = -1;
+};
 #else
 struct DeviceComm {  // a host build has none
   int device = 0;
 };
 void ensure_kokkos() {
-  if (!Kokkos::is_initialized()) Kokkos::initialize();
+  if (Kokkos::is_initialized()) return;
+  Kokkos::initialize();
+  g_kokkos_ours = true;
 }
+struct DeviceScope {
+  explicit DeviceScope(const DeviceComm*) {}
+};
 #endif
 
 /// Where a call's arrays live: host memory (`dev` null; `host_only` says why
@@ -344,10 +384,8 @@ Block dlpack_block(py::object x, const Want& w) {
               "); dsp moves host memory and, in a CUDA build, CUDA memory (docs/python.md)";
     return b;
   }
-  if (cuda) {
-    b.device = id;
-    if (b.error = device_error(b, w); !b.error.empty()) return b;
-  }
+  if (cuda) b.device = id;
+  if (b.error = device_error(b, w); !b.error.empty()) return b;  // before asking for the data
   py::object cap;
 #if DSP_PYTHON_CUDA
   if (cuda) cap = x.attr("__dlpack__")(py::arg("stream") = reinterpret_cast<std::intptr_t>(w.dev->stream));
@@ -620,28 +658,60 @@ decltype(auto) with_engine_group(py::handle g, F&& f) {
   return with_group(g, std::forward<F>(f));
 }
 
-/// After a call on a CUDA group: the caller's stream waits for dsp's (no
-/// host wait), so that what the caller runs next sees the outputs and may
-/// reuse the inputs' memory. torch's current stream where an output is a
-/// torch tensor; otherwise (an array type dsp knows no current stream of)
-/// the host waits for dsp's stream.
-void order_after(const DeviceComm* d, const std::vector<Block>& out) {
+/// After a call on a CUDA group (`in` and `out` its blocks): the caller's
+/// stream waits for dsp's (no host wait), so that what the caller runs next
+/// sees the outputs, and every torch tensor of the call is recorded as used
+/// by dsp's stream (record_stream), so that torch's caching allocator hands
+/// its memory out again only once dsp is done with it, whichever stream it
+/// was allocated on. Outputs that are not all torch tensors (an array type
+/// dsp knows no current stream of): the host waits for dsp's stream instead.
+void order_after(const DeviceComm* d, const std::vector<Block>& in, const std::vector<Block>& out) {
 #if DSP_PYTHON_CUDA
   if (!d) return;
   DSP_CHECK_CUDA(cudaEventRecord(d->done, d->stream));
   const TorchTypes& tt = torch_types();
-  const bool torch = !out.empty() && tt.tensor && PyObject_TypeCheck(out[0].array.ptr(), (PyTypeObject*)tt.tensor);
+  auto is_torch = [&](const Block& b) {
+    return tt.tensor && PyObject_TypeCheck(b.array.ptr(), (PyTypeObject*)tt.tensor);
+  };
+  bool torch = !out.empty();
+  for (const Block& b : out) torch = torch && is_torch(b);
   if (!torch) {
     DSP_CHECK_CUDA(cudaEventSynchronize(d->done));
     return;
   }
-  const py::object s = py::module_::import("torch").attr("cuda").attr("current_stream")(d->device);
-  const auto caller = reinterpret_cast<cudaStream_t>(s.attr("cuda_stream").cast<std::intptr_t>());
-  DSP_CHECK_CUDA(cudaStreamWaitEvent(caller, d->done, 0));
+  const py::object cuda = py::module_::import("torch").attr("cuda");
+  const py::object ours =
+      cuda.attr("ExternalStream")(reinterpret_cast<std::intptr_t>(d->stream), py::arg("device") = d->device);
+  for (const std::vector<Block>* blocks : {&in, &out})
+    for (const Block& b : *blocks)
+      if (b.device >= 0 && is_torch(b)) b.array.attr("record_stream")(ours);
+  const py::object caller = cuda.attr("current_stream")(d->device);
+  DSP_CHECK_CUDA(cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(caller.attr("cuda_stream").cast<std::intptr_t>()),
+                                     d->done, 0));
 #else
-  (void)d, (void)out;
+  (void)d, (void)in, (void)out;
 #endif
 }
+
+/// A call on a CUDA group that fails after queuing work on dsp's stream: the
+/// host waits for that stream before the call's blocks go (torch could hand
+/// their memory out at once). Disarmed once order_after has run.
+class SettleOnThrow {
+ public:
+  explicit SettleOnThrow(const DeviceComm* d) : d_(d) {}
+  ~SettleOnThrow() {
+#if DSP_PYTHON_CUDA
+    if (d_ && armed_) cudaStreamSynchronize(d_->stream);  // no throw: the call's own error is on its way
+#endif
+  }
+  SettleOnThrow(const SettleOnThrow&) = delete;
+  SettleOnThrow& operator=(const SettleOnThrow&) = delete;
+  void disarm() { armed_ = false; }
+
+ private:
+  const DeviceComm* d_;
+  bool armed_ = true;
+};
 
 // ---------------------------------------------------------------- plans
 
@@ -925,7 +995,19 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
   x.error = r.error;
   if (x.error.empty()) x.error = layout_error(r, mesh);
   if (x.error.empty()) x.error = block_error(r, g);
-  std::vector<Block> out = outputs(r, g, x.error);
+  // The outputs: a failure to make one (out of memory, an array type that makes them elsewhere) is this
+  // rank's error, for the agreement check (raised here it would leave the others waiting).
+  std::vector<Block> out;
+  try {
+    out = outputs(r, g, x.error);
+    for (const Block& o : out)
+      if (x.error.empty() && !o.error.empty()) x.error = r.name + ": the output: " + o.error;
+  } catch (const std::exception& e) {
+    if (x.error.empty())
+      x.error =
+          r.name + " (rank " + std::to_string(traits::world(g).rank()) + "): the output could not be made: " + e.what();
+  }
+  if (!x.error.empty()) out.clear();
   if (x.error.empty()) x.plan = plan_request(r, mesh, split_phase);
   else x.plan.op = split_phase ? Op::start_redistribute : Op::redistribute;
   if (x.error.empty() && r.wire != dsp::Wire::exact && plan_reduces(x.plan.steps()))
@@ -1010,11 +1092,15 @@ py::object run_split(Request& r, const C& c, bool list) {
   if (r.error.empty()) r.error = block_error(r, c);
   if (!r.error.empty()) throw dsp::InvalidArgument(r.error);
   std::vector<Block> out = outputs(r, c, "");
+  for (const Block& o : out)
+    if (!o.error.empty()) throw dsp::InvalidArgument(r.name + ": the output: " + o.error);
+  SettleOnThrow settle(r.want.dev);
   dsp::detail::PortOf<C, SpaceOf<C>> port(c);
   for (std::size_t k = 0; k < r.in.size(); ++k)
     dsp::detail::execute_split<SpaceOf<C>>(port, r.global, std::size_t(r.to[0]), r.in[k].data, out[k].data,
                                            r.in[k].type->size);
-  order_after(r.want.dev, out);
+  order_after(r.want.dev, r.in, out);
+  settle.disarm();
   return result_of(out, list);
 }
 
@@ -1032,12 +1118,14 @@ py::object run(Request& r, py::handle group, bool list) {
       if (is_split(r, mesh)) return run_split(r, g, list);
     Facts x;
     std::vector<Block> out = fill_facts(x, r, g, false);
+    SettleOnThrow settle(r.want.dev);
     dsp::detail::GroupPorts<G, SpaceOf<G>> ports(g);
     {
       py::gil_scoped_release release;
       dsp::detail::run_call<SpaceOf<G>>(ports.group(), x.f);
     }
-    order_after(r.want.dev, out);
+    order_after(r.want.dev, r.in, out);
+    settle.disarm();
     return result_of(out, list);
   });
 }
@@ -1223,8 +1311,16 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
     }
   }
   std::vector<Block> out;
-  if (err.empty())
-    for (std::size_t k = 0; k < r.in.size(); ++k) out.push_back(block_of(empty_like(r.in[k], out_shapes[k]), r.want));
+  try {  // a failure is this rank's error, for the agreement (as fill_facts)
+    if (err.empty())
+      for (std::size_t k = 0; k < r.in.size(); ++k) {
+        out.push_back(block_of(empty_like(r.in[k], out_shapes[k]), r.want));
+        if (!out.back().error.empty()) fail(r.name + ": the output: " + out.back().error);
+      }
+  } catch (const std::exception& e) {
+    fail(r.name + " (rank " + std::to_string(me) + "): the output could not be made: " + e.what());
+  }
+  if (!err.empty()) out.clear();
   // The signature: element types, extents, layouts, the Blocks sizes (hashed), the call site.
   dsp::detail::Signature sig;
   sig.op = static_cast<std::uint32_t>(Op::redistribute);
@@ -1268,6 +1364,7 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
       if (r.wire != dsp::Wire::exact) items[k].wire_kernels = pc.dev ? r.in[k].type->wire_device : r.in[k].type->wire;
     }
   }
+  SettleOnThrow settle(r.want.dev);
   auto exchange = [&](const auto& c) {  // on MPI, or on a device dsp.Comm's NCCL communicator
     using C = std::remove_cvref_t<decltype(c)>;
     dsp::detail::PortOf<C, SpaceOf<C>> port(c);
@@ -1290,7 +1387,8 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
               dsp::detail::text(std::span<const std::size_t>(dst_sizes));
     throw dsp::MismatchError(std::string(e.what()) + " (rank " + std::to_string(me) + ":" + mine + ")");
   }
-  order_after(r.want.dev, out);
+  order_after(r.want.dev, r.in, out);
+  settle.disarm();
   return result_of(out, list);
 }
 
@@ -1325,7 +1423,7 @@ class Handle {
  public:
   Handle(std::unique_ptr<AnyFlight> f, std::vector<Block> in, std::vector<Block> out, bool list,
          std::shared_ptr<DeviceComm> dev)
-      : flight_(std::move(f)), in_(std::move(in)), out_(std::move(out)), list_(list), dev_(std::move(dev)) {}
+      : dev_(std::move(dev)), flight_(std::move(f)), in_(std::move(in)), out_(std::move(out)), list_(list) {}
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   ~Handle() {
@@ -1349,6 +1447,8 @@ class Handle {
   void wait() {
     if (failure_) std::rethrow_exception(failure_);
     if (done_ || !flight_) return;
+    DeviceScope scope(dev_.get());
+    SettleOnThrow settle(dev_.get());  // before in_ and out_ can go
     try {
       {
         py::gil_scoped_release release;
@@ -1356,7 +1456,8 @@ class Handle {
       }
       done_ = true;
       flight_.reset();  // its buffers (Kokkos views) now, not when Python collects the handle: maybe after exit
-      order_after(dev_.get(), out_);
+      order_after(dev_.get(), in_, out_);
+      settle.disarm();
     } catch (...) {
       failure_ = std::current_exception();
       done_ = true;
@@ -1369,10 +1470,10 @@ class Handle {
   }
 
  private:
+  std::shared_ptr<DeviceComm> dev_;  // a CUDA group's (first: it outlives the flight's ports on its stream)
   std::unique_ptr<AnyFlight> flight_;
   std::vector<Block> in_, out_;  // held until the call completes
   bool list_ = false, done_ = false;
-  std::shared_ptr<DeviceComm> dev_;  // a CUDA group's: its stream is ordered before the caller's at wait()
   std::exception_ptr failure_;
 };
 
@@ -1382,6 +1483,7 @@ std::unique_ptr<Handle> start(Request& r, py::handle group, bool list) {
     using M = SpaceOf<G>;
     Facts x;
     std::vector<Block> out = fill_facts(x, r, g, true);
+    SettleOnThrow settle(r.want.dev);  // the Handle takes over once made
     auto ports = std::make_shared<dsp::detail::GroupPorts<G, M>>(g);
     const auto& og = ports->group();
     std::unique_ptr<dsp::detail::Flight<M>> f;
@@ -1389,8 +1491,10 @@ std::unique_ptr<Handle> start(Request& r, py::handle group, bool list) {
       py::gil_scoped_release release;
       f = dsp::detail::start_call<M>(og, std::move(ports), x.f);
     }
-    return std::make_unique<Handle>(std::make_unique<FlightIn<M>>(std::move(f)), std::move(r.in), std::move(out), list,
-                                    device_owner(group));
+    auto h = std::make_unique<Handle>(std::make_unique<FlightIn<M>>(std::move(f)), std::move(r.in), std::move(out),
+                                      list, device_owner(group));
+    settle.disarm();
+    return h;
   });
 }
 
@@ -1842,8 +1946,6 @@ double cxx_switch_seconds(const PyComm& c, const std::vector<std::size_t>& g, in
   return t;
 }
 
-bool g_kokkos_ours = false;
-
 /// dsp.Comm's device argument: -2 (None: host memory), -1 ("cuda": the
 /// current CUDA device), or a device index ("cuda:k", k, or a torch.device).
 int device_index(py::handle d) {
@@ -1878,10 +1980,7 @@ PYBIND11_MODULE(_dsp, m) {
   if (import_mpi4py() < 0) throw py::error_already_set();
   register_errors(m);
 #if !DSP_PYTHON_CUDA  // a CUDA build initializes Kokkos with its first dsp.Comm, on the device current then
-  if (!Kokkos::is_initialized()) {
-    ensure_kokkos();
-    g_kokkos_ours = true;
-  }
+  ensure_kokkos();
 #endif
   m.def("_finalize", [] {
     clear_outputs();
@@ -1901,12 +2000,19 @@ PYBIND11_MODULE(_dsp, m) {
              [[maybe_unused]] const int d = device_index(device);  // -2: host
              PyComm r{comm_from(c), nullptr};
 #if DSP_PYTHON_CUDA
-             if (!Kokkos::is_initialized()) {
-               if (d >= 0) DSP_CHECK_CUDA(cudaSetDevice(d));
-               ensure_kokkos();
-               g_kokkos_ours = true;
+             // Kokkos starts with the first dsp.Comm (on its device, or the current one), under an
+             // agreement: a rank where it cannot raises, and so do the others, instead of waiting.
+             if (d != -2) {
+               r.dev = make_device_comm(r.comm, d);
+             } else {
+               std::exception_ptr failure;
+               try {
+                 ensure_kokkos();
+               } catch (...) {
+                 failure = std::current_exception();
+               }
+               agree_or_raise(r.comm, failure, "dsp.Comm");
              }
-             if (d != -2) r.dev = make_device_comm(r.comm, d);
 #endif
              return r;
            }),
@@ -1979,6 +2085,7 @@ PYBIND11_MODULE(_dsp, m) {
          const std::vector<std::size_t>& src_sizes, const std::vector<std::size_t>& dst_sizes,
          const std::vector<std::vector<std::size_t>>& globals) {
     check_wire(wire);
+    DeviceScope scope(device_of(group));
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, name, list);
     r.globals = globals;
@@ -1992,6 +2099,7 @@ PYBIND11_MODULE(_dsp, m) {
   // package could not read), raised on every rank of the group through the
   // agreement check: the other ranks are already in (or entering) the call.
   m.def("fail", [](py::handle group, const std::string& name, const std::string& text) {
+    DeviceScope scope(device_of(group));
     Request r;
     r.name = "dsp";
     r.error = name + ": " + text;
@@ -2004,6 +2112,7 @@ PYBIND11_MODULE(_dsp, m) {
          const std::vector<long>& dst, py::handle group, int wire, const std::vector<std::size_t>& src_sizes,
          const std::vector<std::size_t>& dst_sizes) {
     check_wire(wire);
+    DeviceScope scope(device_of(group));
     bool list = false;
     Request r = request(x, global, src, dst, group, wire, "dsp::start_redistribute", list);
     if (r.error.empty() && py::isinstance<PyComm>(group) && involves_cut(r) &&

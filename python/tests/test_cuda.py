@@ -98,7 +98,10 @@ def tblock(a, dim, comm):
 
 @cuda
 def test_cuda_in_cuda_out(dcomm, comm):
-    assert dcomm.device == f"cuda:{torch.cuda.current_device()}" and "cuda" in repr(dcomm)
+    k = torch.cuda.current_device()
+    assert dcomm.device == f"cuda:{k}" and "cuda" in repr(dcomm)
+    for d in (k, f"cuda:{k}", torch.device("cuda", k)):
+        assert dsp.Comm(W, device=d).device == f"cuda:{k}"
     a = np.arange(np.prod(G), dtype=np.float32).reshape(G)
     x = tblock(a, 1, dcomm).cuda()
     y = dsp.switch(x, G, 1, 2, dcomm)
@@ -135,8 +138,10 @@ def test_cuda_on_a_side_stream(dcomm):
     a = torch.arange(float(np.prod(big)), device="cuda").reshape(big)
     want = tblock(a.cpu().numpy() * 3 + 1, 2, dcomm).cuda()
     s = torch.cuda.Stream()
+    checks = dsp.agreement_checks()
     with torch.cuda.stream(s):
-        for _ in range(10):
+        for k in range(20):
+            dsp.set_agreement_checks(k % 2 == 0)  # off: no host wait inside the call to hide a missing order
             x = tblock(a.cpu().numpy(), 1, dcomm).cuda()
             x = x * 3  # queued on s; dsp must wait for it
             y = dsp.switch(x, big, 1, 2, dcomm)
@@ -145,6 +150,7 @@ def test_cuda_on_a_side_stream(dcomm):
             w = torch.full_like(z, -5)  # the next allocation on s
             assert torch.equal(z, want)
             del w
+    dsp.set_agreement_checks(checks)
     torch.cuda.synchronize()
 
 
@@ -192,6 +198,12 @@ def test_cuda_refusals(dcomm, comm):
     dev = host.cuda()
     raises_everywhere(lambda: dsp.switch(host if dcomm.rank == 0 else dev, G, 1, 2, dcomm),
                       "the array lives in host memory, but this dsp.Comm moves CUDA memory")
+    # A host array that only DLPack describes (torch has no uint16 attribute table entry: it goes through
+    # __dlpack__), on one rank.
+    u = torch.zeros(tuple(host.shape), dtype=torch.uint16) if hasattr(torch, "uint16") else None
+    if u is not None:
+        raises_everywhere(lambda: dsp.switch(u if dcomm.rank == 0 else dev.to(torch.int16).view(torch.uint16),
+                                             G, 1, 2, dcomm), "the array lives in host memory")
     with pytest.raises(dsp.InvalidArgument, match="make it with dsp.Comm"):
         dsp.switch(dev, G, 1, 2, comm)
     with pytest.raises(dsp.InvalidArgument, match="dsp.reshard moves host memory"):

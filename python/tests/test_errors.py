@@ -179,3 +179,36 @@ def test_batch_type_names_in_the_message(comm):
                           dsp.MismatchError, dsp.MismatchError)
     # numpy's names, as Python users know them (not C++'s float, double)
     assert "float32,float64" in str(e) and "float32,float32" in str(e), str(e)
+
+
+class NoRoomForResults:
+    """An array known through DLPack whose results cannot be made (its new_empty raises, as a device out of
+    memory would)."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+    def new_empty(self, shape):
+        raise MemoryError("no room for the result")
+
+
+def test_result_that_cannot_be_made_on_one_rank(comm):
+    """Rank 0 cannot allocate its result: it raises, and the others do instead of waiting for it in the
+    collective (the failure goes through the agreement check)."""
+    x = block(full(), 1, comm.rank, comm.size)
+    before = x.copy()
+    mine = NoRoomForResults(x) if comm.rank == 0 else x
+    raises_everywhere(lambda: dsp.switch(mine, G, 1, 2, comm), dsp.InvalidArgument, dsp.MismatchError,
+                      match="the output could not be made")
+    raises_everywhere(lambda: dsp.redistribute(mine, G, dsp.Sharded(1), dsp.Zigzag(2), comm), dsp.InvalidArgument,
+                      dsp.MismatchError, match="the output could not be made")
+    raises_everywhere(lambda: dsp.start_redistribute(mine, G, dsp.Sharded(1), dsp.Replicated(), comm).wait(),
+                      dsp.InvalidArgument, dsp.MismatchError, match="the output could not be made")
+    assert np.array_equal(x, before)
+    assert np.array_equal(dsp.switch(x, G, 1, 2, comm), block(full(), 2, comm.rank, comm.size))  # and dsp goes on
