@@ -3,7 +3,7 @@
 # named class where the fault is, and the inputs untouched.
 import numpy as np
 import pytest
-from conftest import block, world_all
+from conftest import DLPackOnly, block, world_all
 from mpi4py import MPI
 
 import dsp
@@ -181,18 +181,9 @@ def test_batch_type_names_in_the_message(comm):
     assert "float32,float64" in str(e) and "float32,float32" in str(e), str(e)
 
 
-class NoRoomForResults:
+class NoRoomForResults(DLPackOnly):
     """An array known through DLPack whose results cannot be made (its new_empty raises, as a device out of
     memory would)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, stream=None):
-        return self.a.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
 
     def new_empty(self, shape):
         raise MemoryError("no room for the result")

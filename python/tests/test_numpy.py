@@ -2,7 +2,7 @@
 # dsp on numpy blocks: every operation against the global array, on 1-4 ranks.
 import numpy as np
 import pytest
-from conftest import block, counts
+from conftest import DLPackOnly, block, counts
 
 import dsp
 
@@ -153,22 +153,6 @@ def test_outputs_recycled_only_when_dropped(comm):
     y4 = dsp.switch(4 * x, G, 1, 2, comm)
     assert y4.ctypes.data == addr and np.array_equal(y4, 4 * block(a, 2, comm.rank, comm.size))  # reused
     dsp.release_workspaces()
-
-
-class DLPackOnly:
-    """An array type dsp knows only through __dlpack__ (and new_empty for its results)."""
-
-    def __init__(self, a):
-        self.a = a
-
-    def __dlpack__(self, stream=None):
-        return self.a.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.a.__dlpack_device__()
-
-    def new_empty(self, shape):
-        return DLPackOnly(np.empty(shape, self.a.dtype))
 
 
 def test_any_dlpack_object(comm):
