@@ -188,9 +188,10 @@ void agree_or_raise(const Comm& host, const std::exception_ptr& failure, const c
 }
 
 /// The CUDA side of a dsp.Comm over `host`'s ranks on CUDA device `device`
-/// (-1: the current one); Kokkos starts there where it has not yet.
+/// (-1: the current one); Kokkos starts there where it has not yet. The
+/// thread's current device is as before, after (each call sets its own).
 /// Collective over `host`: a rank whose device, Kokkos, stream or NCCL id
-/// cannot be made raises its reason (its current device as before), the
+/// cannot be made raises its reason, the
 /// others a BackendError saying so, before NCCL is entered. NCCL's own
 /// initialization failing on some ranks only is NCCL's to report.
 std::shared_ptr<DeviceComm> make_device_comm(const Comm& host, int device) {
@@ -219,8 +220,9 @@ std::shared_ptr<DeviceComm> make_device_comm(const Comm& host, int device) {
   }
   agree_or_raise(host, failure, "dsp.Comm(device=...)");
   MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, host.native());
-  DSP_CHECK_NCCL(nullptr, ncclCommInitRank(&d->nccl, host.size(), id, host.rank()));
+  DSP_CHECK_NCCL(nullptr, ncclCommInitRank(&d->nccl, host.size(), id, host.rank()));  // on d->device
   d->comm.emplace(d->nccl, d->stream);
+  if (before != d->device) DSP_CHECK_CUDA(cudaSetDevice(before));  // each call makes its device current
   return d;
 }
 
