@@ -622,12 +622,14 @@ decltype(auto) with_group(py::handle g, F&& f) {
                              std::string(py::str(py::type::of(g).attr("__name__"))));
 }
 
-/// The group's CUDA side, or nullptr (a host group, or not a group).
-const DeviceComm* device_of(py::handle g) {
-  if (py::isinstance<PyComm>(g)) return g.cast<PyComm&>().dev.get();
-  if (py::isinstance<PyMesh>(g)) return g.cast<PyMesh&>().world.dev.get();
+/// The group's CUDA side, owned, or null (a host group, or not a group).
+std::shared_ptr<DeviceComm> device_owner(py::handle g) {
+  if (py::isinstance<PyComm>(g)) return g.cast<PyComm&>().dev;
+  if (py::isinstance<PyMesh>(g)) return g.cast<PyMesh&>().world.dev;
   return nullptr;
 }
+/// The same, not owned: the group holds it.
+const DeviceComm* device_of(py::handle g) { return device_owner(g).get(); }
 
 /// The memory space a group's calls move: a CUDA group's device memory.
 template <class G>
@@ -974,16 +976,25 @@ struct Facts {
   std::string error;
 };
 
-/// The outputs of a request: arrays like its inputs, of the target layout's
-/// block shape (none when the request already failed: the agreement check
-/// raises before anything is written).
-template <class G>
-std::vector<Block> outputs(const Request& r, const G& g, const std::string& error) {
-  std::vector<Block> out;
-  if (!error.empty()) return out;
-  for (std::size_t k = 0; k < r.in.size(); ++k)
-    out.push_back(block_of(empty_like(r.in[k], out_shape(r, g, k)), r.want));
-  return out;
+/// The outputs of request `r` on this rank (`rank`): arrays like its
+/// inputs, output k of shape `shape(k)`, into `out`. "" or why one could not
+/// be made (out of memory, an array type that makes them elsewhere), and then
+/// none: a call with an agreement check makes that this rank's error (raised
+/// here it would leave the other ranks waiting in the collective).
+template <class Shape>
+std::string make_outputs(const Request& r, int rank, Shape&& shape, std::vector<Block>& out) {
+  out.clear();
+  std::string why;
+  try {
+    for (std::size_t k = 0; k < r.in.size() && why.empty(); ++k) {
+      out.push_back(block_of(empty_like(r.in[k], shape(k)), r.want));
+      if (!out.back().error.empty()) why = r.name + ": the output: " + out.back().error;
+    }
+  } catch (const std::exception& e) {
+    why = r.name + " (rank " + std::to_string(rank) + "): the output could not be made: " + e.what();
+  }
+  if (!why.empty()) out.clear();
+  return why;
 }
 
 /// The facts of request `r` on group `g` (its local checks first: a failure
@@ -997,19 +1008,10 @@ std::vector<Block> fill_facts(Facts& x, const Request& r, const G& g, bool split
   x.error = r.error;
   if (x.error.empty()) x.error = layout_error(r, mesh);
   if (x.error.empty()) x.error = block_error(r, g);
-  // The outputs: a failure to make one (out of memory, an array type that makes them elsewhere) is this
-  // rank's error, for the agreement check (raised here it would leave the others waiting).
-  std::vector<Block> out;
-  try {
-    out = outputs(r, g, x.error);
-    for (const Block& o : out)
-      if (x.error.empty() && !o.error.empty()) x.error = r.name + ": the output: " + o.error;
-  } catch (const std::exception& e) {
-    if (x.error.empty())
-      x.error =
-          r.name + " (rank " + std::to_string(traits::world(g).rank()) + "): the output could not be made: " + e.what();
-  }
-  if (!x.error.empty()) out.clear();
+  std::vector<Block> out;  // none when the call already failed: the agreement check raises first
+  if (x.error.empty())
+    x.error = make_outputs(
+        r, traits::world(g).rank(), [&](std::size_t k) { return out_shape(r, g, k); }, out);
   if (x.error.empty()) x.plan = plan_request(r, mesh, split_phase);
   else x.plan.op = split_phase ? Op::start_redistribute : Op::redistribute;
   if (x.error.empty() && r.wire != dsp::Wire::exact && plan_reduces(x.plan.steps()))
@@ -1093,9 +1095,11 @@ py::object run_split(Request& r, const C& c, bool list) {
   r.error = layout_error(r, false);
   if (r.error.empty()) r.error = block_error(r, c);
   if (!r.error.empty()) throw dsp::InvalidArgument(r.error);
-  std::vector<Block> out = outputs(r, c, "");
-  for (const Block& o : out)
-    if (!o.error.empty()) throw dsp::InvalidArgument(r.name + ": the output: " + o.error);
+  std::vector<Block> out;
+  if (std::string why = make_outputs(
+          r, c.rank(), [&](std::size_t k) { return out_shape(r, c, k); }, out);
+      !why.empty())
+    throw dsp::InvalidArgument(why);
   SettleOnThrow settle(r.want.dev);
   dsp::detail::PortOf<C, SpaceOf<C>> port(c);
   for (std::size_t k = 0; k < r.in.size(); ++k)
@@ -1313,16 +1317,9 @@ py::object run_cut(Request& r, py::handle group, bool list, const std::vector<st
     }
   }
   std::vector<Block> out;
-  try {  // a failure is this rank's error, for the agreement (as fill_facts)
-    if (err.empty())
-      for (std::size_t k = 0; k < r.in.size(); ++k) {
-        out.push_back(block_of(empty_like(r.in[k], out_shapes[k]), r.want));
-        if (!out.back().error.empty()) fail(r.name + ": the output: " + out.back().error);
-      }
-  } catch (const std::exception& e) {
-    fail(r.name + " (rank " + std::to_string(me) + "): the output could not be made: " + e.what());
-  }
-  if (!err.empty()) out.clear();
+  if (err.empty())
+    fail(make_outputs(
+        r, int(me), [&](std::size_t k) { return out_shapes[k]; }, out));
   // The signature: element types, extents, layouts, the Blocks sizes (hashed), the call site.
   dsp::detail::Signature sig;
   sig.op = static_cast<std::uint32_t>(Op::redistribute);
@@ -1412,13 +1409,6 @@ struct FlightIn final : AnyFlight {
   }
   std::unique_ptr<dsp::detail::Flight<M>> f;
 };
-
-/// The group's CUDA side, owned, or null.
-std::shared_ptr<DeviceComm> device_owner(py::handle g) {
-  if (py::isinstance<PyComm>(g)) return g.cast<PyComm&>().dev;
-  if (py::isinstance<PyMesh>(g)) return g.cast<PyMesh&>().world.dev;
-  return nullptr;
-}
 
 /// A split-phase call in flight: test(), wait(), result().
 class Handle {
