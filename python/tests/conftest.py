@@ -35,6 +35,18 @@ def zigzag_block(full, dim, rank, size):
     return np.ascontiguousarray(np.take(full, rows, axis=dim))
 
 
+def raises_everywhere(fn, here, elsewhere=dsp.Error, bad_rank=0, match=None):
+    """fn() raises `here` on bad_rank and `elsewhere` on the others, on every rank."""
+    rank = MPI.COMM_WORLD.rank
+    want = here if rank == bad_rank else elsewhere
+    with pytest.raises(want) as e:
+        fn()
+    if match and rank == bad_rank:
+        assert match in str(e.value), str(e.value)
+    assert world_all(True)  # every rank got here: nobody hung
+    return e.value
+
+
 def world_all(flag):
     """Whether `flag` holds on every rank."""
     return MPI.COMM_WORLD.allreduce(bool(flag), op=MPI.LAND)

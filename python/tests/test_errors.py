@@ -3,7 +3,7 @@
 # named class where the fault is, and the inputs untouched.
 import numpy as np
 import pytest
-from conftest import DLPackOnly, block, world_all
+from conftest import DLPackOnly, block, raises_everywhere, world_all
 from mpi4py import MPI
 
 import dsp
@@ -13,18 +13,6 @@ G = (2, 8, 6, 3)
 
 def full(dtype=np.float32):
     return np.arange(np.prod(G)).astype(dtype).reshape(G)
-
-
-def raises_everywhere(fn, here, elsewhere=dsp.Error, bad_rank=0, match=None):
-    """fn() raises `here` on bad_rank and `elsewhere` on the others, on every rank."""
-    rank = MPI.COMM_WORLD.rank
-    want = here if rank == bad_rank else elsewhere
-    with pytest.raises(want) as e:
-        fn()
-    if match and rank == bad_rank:
-        assert match in str(e.value), str(e.value)
-    assert world_all(True)  # every rank got here: nobody hung
-    return e.value
 
 
 def raises_on_all(fn, cls, match):
